@@ -1,0 +1,119 @@
+// Device: a backend's GPU (or the CPU reference), opened by backend name and index.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferry/status.hpp"
+#include "ferry/types.hpp"
+
+namespace ferry {
+
+namespace detail {
+struct DeviceState;
+}
+
+class Buffer;
+class Queue;
+class StagingPool;
+class Timeline;
+struct StagingPoolOptions;
+
+struct QueueFamilyInfo {
+  std::uint32_t index = 0;
+  std::uint32_t queue_count = 0;
+  bool graphics = false;
+  bool compute = false;
+  bool transfer = false;
+};
+
+// Which native queue serves one of ferry's queues.
+struct QueueAssignment {
+  QueueKind kind = QueueKind::compute;
+  std::uint32_t family = 0;
+  std::uint32_t index = 0;
+  bool shared = false;  // another of ferry's queues uses the same native queue
+};
+
+struct DeviceInfo {
+  Backend backend = Backend::cpu;
+  int index = 0;
+  std::string name;
+  std::string driver;           // driver / API version, as the backend reports it
+  bool is_cpu = false;          // a software implementation (CPU reference, lavapipe)
+  std::uint64_t device_memory_bytes = 0;
+  std::uint64_t host_visible_memory_bytes = 0;
+  std::vector<QueueFamilyInfo> queue_families;  // empty where the backend has no such notion
+  std::vector<QueueAssignment> queues;          // one entry per QueueKind, once opened or planned
+};
+
+struct BackendInfo {
+  Backend backend = Backend::cpu;
+  bool available = false;
+  std::string reason;  // why it is unavailable; empty when available
+  std::vector<DeviceInfo> devices;
+};
+
+// Every backend compiled in, whether it can be used here, and its devices.
+std::vector<BackendInfo> list_backends();
+
+enum class MessageSeverity : std::uint8_t { info, warning, error };
+
+struct DeviceOptions {
+  // Enable the API's validation (Vulkan: Khronos validation layer with synchronization
+  // validation). Also enabled by the environment variable FERRY_VALIDATION=1.
+  bool validation = false;
+  // Receives validation and driver messages. May be called from any thread.
+  std::function<void(MessageSeverity, std::string_view)> message_sink;
+};
+
+// A handle to an open device; copies share the same device. The device stays alive while any
+// handle, buffer, timeline or pool made from it exists; close() ends its use explicitly.
+class Device {
+ public:
+  // backend: "auto" (best available: cuda, then vulkan, then cpu), "cpu", "vulkan" or "cuda".
+  static Result<Device> open(std::string_view backend = "auto", int index = 0,
+                             const DeviceOptions& options = {});
+
+  Device() = default;
+
+  const DeviceInfo& info() const;
+  Backend backend() const { return info().backend; }
+
+  Queue queue(QueueKind kind) const;
+
+  Result<Buffer> create_buffer(std::uint64_t size, MemoryKind kind = MemoryKind::device) const;
+  // Pins existing host memory in place (cudaHostRegister, VK_EXT_external_memory_host) and
+  // returns a Buffer over it, usable as a copy source or target without a staging copy. The
+  // memory must stay valid until the Buffer and every submission using it are gone. kind is
+  // host_upload or host_readback. Backends may require page alignment (the error says so).
+  Result<Buffer> register_host_memory(std::span<std::byte> memory,
+                                      MemoryKind kind = MemoryKind::host_upload) const;
+  Result<Timeline> create_timeline(std::uint64_t initial_value = 0) const;
+  Result<StagingPool> create_staging_pool(const StagingPoolOptions& options) const;
+
+  // Waits until every submission on every queue has completed and retires their resources.
+  Status wait_idle(Timeout timeout = kInfinite) const;
+
+  // Drains the queues, then marks the device closed: later calls on it or on any of its
+  // objects return ErrorCode::device_closed. Native resources are freed with the last handle.
+  Status close(Timeout timeout = kInfinite);
+
+  bool is_open() const;
+  // Number of validation messages of warning or error severity seen so far.
+  std::uint64_t validation_message_count() const;
+
+  explicit operator bool() const { return state_ != nullptr; }
+  const std::shared_ptr<detail::DeviceState>& state() const { return state_; }
+
+ private:
+  explicit Device(std::shared_ptr<detail::DeviceState> state) : state_(std::move(state)) {}
+  std::shared_ptr<detail::DeviceState> state_;
+};
+
+}  // namespace ferry

@@ -1,0 +1,11 @@
+// The whole public API.
+#pragma once
+
+#include "ferry/buffer.hpp"
+#include "ferry/device.hpp"
+#include "ferry/queue.hpp"
+#include "ferry/staging_pool.hpp"
+#include "ferry/status.hpp"
+#include "ferry/timeline.hpp"
+#include "ferry/transfer.hpp"
+#include "ferry/types.hpp"

@@ -1,0 +1,103 @@
+// Queue and CommandList: record copies and kernels, submit them with timeline waits and signals.
+//
+// Commands of one submission run in the order recorded, each seeing the results of the ones
+// before it. Submissions on one queue run one after another in submission order, like a CUDA
+// stream; across queues, order comes only from timeline waits. Everything a submission uses (buffers, leases) stays alive until it
+// completes, even if the user drops its handles right after submitting.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ferry/buffer.hpp"
+#include "ferry/staging_pool.hpp"
+#include "ferry/status.hpp"
+#include "ferry/timeline.hpp"
+#include "ferry/types.hpp"
+
+namespace ferry {
+
+namespace detail {
+struct DeviceCore;
+struct DeviceState;
+struct RecordedCommand;
+}  // namespace detail
+
+// Names memory for a command: a whole Buffer, or a Lease (a range of a staging pool's slab).
+// Offsets given to commands are relative to the start of the buffer or lease.
+class BufferRef {
+ public:
+  BufferRef(const Buffer& buffer);  // NOLINT: implicit by design
+  BufferRef(const Lease& lease);    // NOLINT
+
+  std::shared_ptr<detail::BufferState> buffer;  // null when released
+  std::shared_ptr<detail::LeaseState> lease;    // set when naming a lease
+  std::uint64_t base = 0;                       // offset of the range within the buffer
+  std::uint64_t size = 0;
+  const char* what = "buffer";                  // for error messages
+};
+
+class CommandList {
+ public:
+  CommandList();
+  CommandList(CommandList&&) noexcept;
+  CommandList& operator=(CommandList&&) noexcept;
+  ~CommandList();
+
+  // Copies `size` bytes. Either side may be device memory, a host buffer or a lease.
+  // Errors (nothing recorded): size 0, a range outside either side, overlap within one buffer,
+  // released memory, memory from another device.
+  Status copy(const BufferRef& src, std::uint64_t src_offset, const BufferRef& dst,
+              std::uint64_t dst_offset, std::uint64_t size);
+
+  // Fills [offset, offset + size) with the little-endian 32-bit `pattern` repeated; the byte at
+  // offset + i gets byte (i % 4) of the pattern. Any byte offset and size. Runs as a compute
+  // kernel on the compute queue (the Vulkan shader / CUDA kernel path).
+  Status fill(const BufferRef& dst, std::uint64_t offset, std::uint64_t size,
+              std::uint32_t pattern);
+
+  bool empty() const noexcept;
+  std::size_t size() const noexcept;
+
+  // Internal: the recorded commands and what they keep alive.
+  std::vector<detail::RecordedCommand>& commands() { return *commands_; }
+  const std::shared_ptr<detail::DeviceCore>& device() const { return device_; }
+
+ private:
+  std::unique_ptr<std::vector<detail::RecordedCommand>> commands_;
+  std::shared_ptr<detail::DeviceCore> device_;  // set by the first command
+};
+
+struct SubmitSync {
+  std::vector<TimelinePoint> wait;    // the submission starts after each is reached
+  std::vector<TimelinePoint> signal;  // each is set once the submission has completed
+};
+
+class Queue {
+ public:
+  Queue() = default;
+  Queue(std::shared_ptr<detail::DeviceState> device, QueueKind kind)
+      : device_(std::move(device)), kind_(kind) {}
+
+  QueueKind kind() const noexcept { return kind_; }
+
+  // Submits the commands. Returns the point on this queue's own progress timeline at which the
+  // submission completes (also usable in other submissions' waits). On error nothing is
+  // submitted and the timelines in sync.signal are failed (see timeline.hpp). Fill commands
+  // need the compute queue.
+  Result<TimelinePoint> submit(CommandList&& commands, const SubmitSync& sync = {}) const;
+
+  // The queue's progress timeline: every submission on this queue signals its next value.
+  Timeline progress() const;
+  // Waits until every submission made so far on this queue has completed.
+  Status wait_idle(Timeout timeout = kInfinite) const;
+
+  explicit operator bool() const { return device_ != nullptr; }
+
+ private:
+  std::shared_ptr<detail::DeviceState> device_;
+  QueueKind kind_ = QueueKind::compute;
+};
+
+}  // namespace ferry

@@ -1,0 +1,128 @@
+// The interface every backend implements. Core code talks to backends only through this file;
+// backends include it and the public headers, never core internals or each other.
+//
+// What core guarantees to a backend, so that backends stay small:
+// - Arguments are validated: commands are in bounds, sizes are non-zero, buffers belong to this
+//   device, fills are on the compute queue.
+// - submit() calls are serialized per device (never concurrent with each other).
+// - Every wait in a submission names a value whose signal was already submitted (or reached), so
+//   a device queue never waits on something that might never be signalled.
+// - Signal values are strictly increasing per timeline, and host_signal() values exceed every
+//   value already submitted.
+// - Buffers and timelines named by a submission outlive it (core retains them until the
+//   submission's progress value is reached).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ferry/device.hpp"
+#include "ferry/status.hpp"
+#include "ferry/types.hpp"
+
+namespace ferry::backend {
+
+class BackendBuffer {
+ public:
+  virtual ~BackendBuffer() = default;
+  // Mapped host address for host_upload / host_readback memory; nullptr for device memory.
+  virtual std::byte* host_data() noexcept = 0;
+};
+
+class BackendTimeline {
+ public:
+  virtual ~BackendTimeline() = default;
+  // The value reached. On device loss, returns the error.
+  virtual Result<std::uint64_t> value() = 0;
+  virtual Status host_signal(std::uint64_t value) = 0;
+  // Blocks until value() >= value or the timeout runs out (ErrorCode::timeout).
+  virtual Status host_wait(std::uint64_t value, Timeout timeout) = 0;
+};
+
+struct CopyCommand {
+  BackendBuffer* src = nullptr;
+  std::uint64_t src_offset = 0;
+  BackendBuffer* dst = nullptr;
+  std::uint64_t dst_offset = 0;
+  std::uint64_t size = 0;
+};
+
+// Byte-granular fill: the byte at dst_offset + i gets byte (i % 4) of pattern (little endian).
+struct FillCommand {
+  BackendBuffer* dst = nullptr;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  std::uint32_t pattern = 0;
+};
+
+using Command = std::variant<CopyCommand, FillCommand>;
+
+struct TimelineValue {
+  BackendTimeline* timeline = nullptr;
+  std::uint64_t value = 0;
+};
+
+struct Submission {
+  std::span<const Command> commands;
+  std::span<const TimelineValue> waits;
+  std::span<const TimelineValue> signals;  // never empty: core adds the queue's progress value
+};
+
+class BackendDevice {
+ public:
+  virtual ~BackendDevice() = default;
+
+  // Filled in on open, including the queue assignments.
+  virtual const DeviceInfo& info() const = 0;
+
+  virtual Result<std::unique_ptr<BackendBuffer>> create_buffer(std::uint64_t size,
+                                                               MemoryKind kind) = 0;
+  virtual Result<std::unique_ptr<BackendTimeline>> create_timeline(std::uint64_t initial) = 0;
+
+  // Makes existing host memory usable by the device in place (pinned for DMA), without a copy.
+  // The returned buffer's host_data() is `data`; destroying it unregisters, never frees.
+  virtual Result<std::unique_ptr<BackendBuffer>> register_host_memory(std::byte* data,
+                                                                      std::uint64_t size,
+                                                                      MemoryKind kind) {
+    (void)data;
+    (void)size;
+    (void)kind;
+    return Status(ErrorCode::unavailable, "this backend cannot register host memory");
+  }
+
+  // Enqueues the submission and returns without waiting for it. On error nothing of it may run
+  // and none of its signals may ever be set.
+  virtual Status submit(QueueKind queue, const Submission& submission) = 0;
+
+  // Validation-layer messages of warning/error severity counted so far (0 where not applicable).
+  virtual std::uint64_t validation_message_count() const { return 0; }
+};
+
+struct ProbeResult {
+  bool available = false;
+  std::string reason;  // why not, when unavailable
+  std::vector<DeviceInfo> devices;
+};
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  virtual Backend backend() const = 0;
+  // Loads what the backend needs at run time (loader, driver) and lists devices; never fails
+  // hard: a missing loader or driver is reported in ProbeResult::reason.
+  virtual ProbeResult probe() = 0;
+  virtual Result<std::unique_ptr<BackendDevice>> open(int index, const DeviceOptions& options) = 0;
+};
+
+// Factories, one per backend compiled in; listed explicitly in core/drivers.cpp (no static
+// registration that a linker could drop).
+std::unique_ptr<Driver> create_cpu_driver();
+std::unique_ptr<Driver> create_vulkan_driver();
+std::unique_ptr<Driver> create_cuda_driver();
+
+}  // namespace ferry::backend

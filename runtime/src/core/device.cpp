@@ -1,0 +1,285 @@
+// Device and Buffer: opening backends, creating objects, draining, closing.
+#include <cstdlib>
+#include <string>
+
+#include "core/drivers.hpp"
+#include "core/state.hpp"
+#include "ferry/buffer.hpp"
+#include "ferry/device.hpp"
+#include "ferry/queue.hpp"
+#include "ferry/timeline.hpp"
+
+namespace ferry {
+namespace detail {
+
+std::string describe_bytes(std::uint64_t bytes) {
+  std::string out = std::to_string(bytes) + " bytes";
+  if (bytes >= (1ull << 20)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " (%.1f MiB)", static_cast<double>(bytes) / (1 << 20));
+    out += buf;
+  }
+  return out;
+}
+
+Status DeviceCore::closed_error(const char* call) const {
+  return Status(ErrorCode::device_closed,
+                std::string(call) + ": device '" + info.name + "' (" +
+                    std::string(to_string(info.backend)) + ") was closed");
+}
+
+DeviceState::~DeviceState() {
+  // The last Device/Queue handle is gone: nothing can flush held-back submissions any more.
+  {
+    std::lock_guard lock(core->mutex);
+    const Status gone(ErrorCode::failed_precondition,
+                      "device handle released while the submission was held back waiting for a "
+                      "timeline value that was never submitted");
+    for (auto& queue : queues) {
+      for (auto& held : queue.held) {
+        if (held.failure.ok()) held.failure = gone;
+      }
+    }
+    flush_held();  // dispatches them as empty submissions that fail their signals
+  }
+  // Wait for everything in flight so the retained resources are released in order.
+  for (auto& queue : queues) {
+    std::uint64_t last = 0;
+    {
+      std::lock_guard lock(core->mutex);
+      last = queue.progress ? queue.progress->submitted : 0;
+    }
+    if (last > 0) (void)queue.progress->impl->host_wait(last, kInfinite);
+  }
+  retire();
+}
+
+}  // namespace detail
+
+namespace {
+
+bool env_flag(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] != '\0' && std::string(value) != "0";
+}
+
+Result<Backend> parse_backend(std::string_view name) {
+  if (name == "cpu") return Backend::cpu;
+  if (name == "vulkan") return Backend::vulkan;
+  if (name == "cuda") return Backend::cuda;
+  return Status(ErrorCode::invalid_argument,
+                "Device::open: unknown backend '" + std::string(name) +
+                    "'; expected auto, cpu, vulkan or cuda");
+}
+
+}  // namespace
+
+std::vector<BackendInfo> list_backends() {
+  std::vector<BackendInfo> out;
+  for (const auto& entry : detail::drivers()) {
+    BackendInfo info;
+    info.backend = entry.driver->backend();
+    info.available = entry.probe->available;
+    info.reason = entry.probe->reason;
+    info.devices = entry.probe->devices;
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+Result<Device> Device::open(std::string_view backend_name, int index,
+                            const DeviceOptions& options) {
+  const detail::DriverEntry* chosen = nullptr;
+  if (backend_name == "auto") {
+    for (const auto& entry : detail::drivers()) {
+      if (entry.probe->available && !entry.probe->devices.empty()) {
+        chosen = &entry;
+        break;
+      }
+    }
+    if (chosen == nullptr) {
+      return Status(ErrorCode::unavailable, "Device::open(auto): no backend is available");
+    }
+  } else {
+    FERRY_ASSIGN_OR_RETURN(Backend wanted, parse_backend(backend_name));
+    for (const auto& entry : detail::drivers()) {
+      if (entry.driver->backend() == wanted) chosen = &entry;
+    }
+    if (chosen == nullptr) {
+      return Status(ErrorCode::unavailable, "Device::open: backend '" + std::string(backend_name) +
+                                                "' is not built into this ferry");
+    }
+    if (!chosen->probe->available) {
+      return Status(ErrorCode::unavailable, "Device::open: backend '" +
+                                                std::string(backend_name) +
+                                                "' is unavailable: " + chosen->probe->reason);
+    }
+  }
+  const auto device_count = static_cast<int>(chosen->probe->devices.size());
+  if (index < 0 || index >= device_count) {
+    return Status(ErrorCode::out_of_range,
+                  "Device::open: device index " + std::to_string(index) + " is out of range; " +
+                      std::string(to_string(chosen->driver->backend())) + " has " +
+                      std::to_string(device_count) + " device(s)");
+  }
+
+  DeviceOptions effective = options;
+  if (env_flag("FERRY_VALIDATION")) effective.validation = true;
+  FERRY_ASSIGN_OR_RETURN(auto impl, chosen->driver->open(index, effective));
+
+  auto core = std::make_shared<detail::DeviceCore>();
+  core->info = impl->info();
+  core->impl = std::move(impl);
+  auto state = std::make_shared<detail::DeviceState>();
+  state->core = core;
+  core->runtime = state;
+  for (int q = 0; q < kQueueKindCount; ++q) {
+    auto& queue = state->queues[q];
+    queue.kind = static_cast<QueueKind>(q);
+    FERRY_ASSIGN_OR_RETURN(auto timeline, core->impl->create_timeline(0));
+    queue.progress = std::make_shared<detail::TimelineState>();
+    queue.progress->device = core;
+    queue.progress->impl = std::move(timeline);
+    queue.progress->label = q == 0 ? "compute queue progress"
+                                   : (q == 1 ? "upload queue progress" : "download queue progress");
+  }
+  return Device(std::move(state));
+}
+
+const DeviceInfo& Device::info() const {
+  static const DeviceInfo none{};
+  return state_ ? state_->core->info : none;
+}
+
+Queue Device::queue(QueueKind kind) const { return Queue(state_, kind); }
+
+Result<Buffer> Device::create_buffer(std::uint64_t size, MemoryKind kind) const {
+  if (!state_) return Status(ErrorCode::released, "Device::create_buffer: no device");
+  auto& core = state_->core;
+  {
+    std::lock_guard lock(core->mutex);
+    if (core->closed) return core->closed_error("Device::create_buffer");
+  }
+  if (size == 0) {
+    return Status(ErrorCode::invalid_argument, "Device::create_buffer: size must be > 0");
+  }
+  auto impl = core->impl->create_buffer(size, kind);
+  if (!impl.ok()) {
+    Status status = impl.status();
+    status.with_context("Device::create_buffer(" + detail::describe_bytes(size) + ", " +
+                        std::string(to_string(kind)) + ")");
+    return status;
+  }
+  auto state = std::make_shared<detail::BufferState>();
+  state->device = core;
+  state->impl = std::move(impl).value();
+  state->size = size;
+  state->kind = kind;
+  return Buffer(std::move(state));
+}
+
+Result<Buffer> Device::register_host_memory(std::span<std::byte> memory, MemoryKind kind) const {
+  if (!state_) return Status(ErrorCode::released, "Device::register_host_memory: no device");
+  auto& core = state_->core;
+  {
+    std::lock_guard lock(core->mutex);
+    if (core->closed) return core->closed_error("Device::register_host_memory");
+  }
+  if (memory.empty()) {
+    return Status(ErrorCode::invalid_argument, "Device::register_host_memory: empty memory range");
+  }
+  if (kind == MemoryKind::device) {
+    return Status(ErrorCode::invalid_argument,
+                  "Device::register_host_memory: kind must be host_upload or host_readback");
+  }
+  auto impl = core->impl->register_host_memory(memory.data(), memory.size(), kind);
+  if (!impl.ok()) {
+    Status status = impl.status();
+    status.with_context("Device::register_host_memory(" + detail::describe_bytes(memory.size()) + ")");
+    return status;
+  }
+  auto state = std::make_shared<detail::BufferState>();
+  state->device = core;
+  state->impl = std::move(impl).value();
+  state->size = memory.size();
+  state->kind = kind;
+  return Buffer(std::move(state));
+}
+
+Result<Timeline> Device::create_timeline(std::uint64_t initial_value) const {
+  if (!state_) return Status(ErrorCode::released, "Device::create_timeline: no device");
+  auto& core = state_->core;
+  {
+    std::lock_guard lock(core->mutex);
+    if (core->closed) return core->closed_error("Device::create_timeline");
+  }
+  FERRY_ASSIGN_OR_RETURN(auto impl, core->impl->create_timeline(initial_value));
+  auto state = std::make_shared<detail::TimelineState>();
+  state->device = core;
+  state->impl = std::move(impl);
+  state->promised = state->submitted = initial_value;
+  return Timeline(std::move(state));
+}
+
+Status Device::wait_idle(Timeout timeout) const {
+  if (!state_) return Status(ErrorCode::released, "Device::wait_idle: no device");
+  const detail::Deadline deadline(timeout);
+  for (int q = 0; q < kQueueKindCount; ++q) {
+    FERRY_RETURN_IF_ERROR(queue(static_cast<QueueKind>(q)).wait_idle(deadline.remaining()));
+  }
+  return Status();
+}
+
+Status Device::close(Timeout timeout) {
+  if (!state_) return Status(ErrorCode::released, "Device::close: no device");
+  Status drained = wait_idle(timeout);
+  {
+    std::lock_guard lock(state_->core->mutex);
+    state_->core->closed = true;
+    const Status closed = state_->core->closed_error("submission held back at Device::close");
+    for (auto& queue : state_->queues) {
+      for (auto& held : queue.held) {
+        if (held.failure.ok()) held.failure = closed;
+      }
+    }
+    state_->flush_held();
+  }
+  state_->core->changed.notify_all();
+  state_->retire();
+  return drained;
+}
+
+bool Device::is_open() const {
+  if (!state_) return false;
+  std::lock_guard lock(state_->core->mutex);
+  return !state_->core->closed;
+}
+
+std::uint64_t Device::validation_message_count() const {
+  return state_ ? state_->core->impl->validation_message_count() : 0;
+}
+
+// ---- Buffer ----
+
+std::uint64_t Buffer::size() const noexcept { return state_ ? state_->size : 0; }
+
+MemoryKind Buffer::memory_kind() const noexcept {
+  return state_ ? state_->kind : MemoryKind::device;
+}
+
+Result<std::span<std::byte>> Buffer::host_span() const {
+  if (!state_) return Status(ErrorCode::released, "Buffer::host_span: the buffer was released");
+  {
+    std::lock_guard lock(state_->device->mutex);
+    if (state_->device->closed) return state_->device->closed_error("Buffer::host_span");
+  }
+  std::byte* data = state_->impl->host_data();
+  if (data == nullptr) {
+    return Status(ErrorCode::invalid_argument,
+                  "Buffer::host_span: a " + std::string(to_string(state_->kind)) +
+                      " buffer is not host visible; use host_upload or host_readback memory");
+  }
+  return std::span<std::byte>(data, state_->size);
+}
+
+}  // namespace ferry

@@ -1,0 +1,42 @@
+// Explicit list of the backends built in. No static-initializer registration: a linker may drop
+// an unreferenced object file, and then a backend silently disappears.
+#include "core/drivers.hpp"
+
+#include <memory>
+#include <mutex>
+
+namespace ferry::detail {
+namespace {
+
+struct Registry {
+  std::vector<std::unique_ptr<backend::Driver>> owned;
+  std::vector<backend::ProbeResult> probes;
+  std::vector<DriverEntry> entries;
+};
+
+Registry make_registry() {
+  Registry registry;
+#if defined(FERRY_HAVE_CUDA)
+  registry.owned.push_back(backend::create_cuda_driver());
+#endif
+#if defined(FERRY_HAVE_VULKAN)
+  registry.owned.push_back(backend::create_vulkan_driver());
+#endif
+  registry.owned.push_back(backend::create_cpu_driver());
+  registry.probes.reserve(registry.owned.size());
+  for (auto& driver : registry.owned) registry.probes.push_back(driver->probe());
+  for (std::size_t i = 0; i < registry.owned.size(); ++i) {
+    registry.entries.push_back({registry.owned[i].get(), &registry.probes[i]});
+  }
+  return registry;
+}
+
+}  // namespace
+
+const std::vector<DriverEntry>& drivers() {
+  // Intentionally never destroyed: devices may outlive static destruction order.
+  static Registry* registry = new Registry(make_registry());
+  return registry->entries;
+}
+
+}  // namespace ferry::detail

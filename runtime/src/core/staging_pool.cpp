@@ -1,0 +1,270 @@
+// StagingPool: first-fit sub-allocation from a few pinned slabs, with backpressure.
+#include <algorithm>
+#include <string>
+
+#include "core/state.hpp"
+#include "ferry/device.hpp"
+#include "ferry/staging_pool.hpp"
+
+namespace ferry {
+namespace detail {
+
+namespace {
+
+std::uint64_t round_up(std::uint64_t value, std::uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+// First fit within one slab; returns the offset or nothing.
+std::optional<std::uint64_t> carve(Slab& slab, std::uint64_t size) {
+  for (auto it = slab.free_ranges.begin(); it != slab.free_ranges.end(); ++it) {
+    if (it->second < size) continue;
+    const std::uint64_t offset = it->first;
+    const std::uint64_t left = it->second - size;
+    slab.free_ranges.erase(it);
+    if (left > 0) slab.free_ranges.emplace(offset + size, left);
+    slab.used += size;
+    return offset;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+LeaseState::~LeaseState() {
+  if (pool) pool->give_back(slab, offset, reserved);
+}
+
+void PoolState::give_back(Slab* slab, std::uint64_t offset, std::uint64_t size) {
+  {
+    std::lock_guard lock(mutex);
+    auto [it, inserted] = slab->free_ranges.emplace(offset, size);
+    (void)inserted;
+    // Coalesce with the following and the preceding free range.
+    if (auto next = std::next(it); next != slab->free_ranges.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      slab->free_ranges.erase(next);
+    }
+    if (it != slab->free_ranges.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        slab->free_ranges.erase(it);
+      }
+    }
+    slab->used -= size;
+    stats.bytes_in_use -= size;
+  }
+  released.notify_all();
+}
+
+// With pool->mutex held: a new slab, if the capacity bound allows.
+static Result<Slab*> add_slab(PoolState& pool) {
+  if (pool.slabs.size() >= pool.options.max_slabs) {
+    return Status(ErrorCode::resource_exhausted, "staging pool is at its slab limit");
+  }
+  auto buffer = pool.device->impl->create_buffer(pool.options.slab_bytes, pool.options.kind);
+  if (!buffer.ok()) {
+    Status status = buffer.status();
+    status.with_context("StagingPool: allocating a slab of " +
+                        describe_bytes(pool.options.slab_bytes));
+    return status;
+  }
+  auto slab = std::make_unique<Slab>();
+  slab->buffer = std::make_shared<BufferState>();
+  slab->buffer->device = pool.device;
+  slab->buffer->impl = std::move(buffer).value();
+  slab->buffer->size = pool.options.slab_bytes;
+  slab->buffer->kind = pool.options.kind;
+  slab->free_ranges.emplace(0, pool.options.slab_bytes);
+  pool.slabs.push_back(std::move(slab));
+  pool.stats.slabs = static_cast<std::uint32_t>(pool.slabs.size());
+  pool.stats.bytes_reserved += pool.options.slab_bytes;
+  return pool.slabs.back().get();
+}
+
+}  // namespace detail
+
+namespace {
+
+// One attempt, with the pool lock held: existing slabs first, then a new slab.
+Result<Lease> allocate_locked(const std::shared_ptr<detail::PoolState>& pool, std::uint64_t size,
+                              std::uint64_t reserved) {
+  detail::Slab* slab = nullptr;
+  std::optional<std::uint64_t> offset;
+  for (auto& candidate : pool->slabs) {
+    if ((offset = detail::carve(*candidate, reserved))) {
+      slab = candidate.get();
+      break;
+    }
+  }
+  if (!offset) {
+    auto added = detail::add_slab(*pool);
+    if (!added.ok()) return added.status();
+    slab = *added;
+    offset = detail::carve(*slab, reserved);
+  }
+  auto lease = std::make_shared<detail::LeaseState>();
+  lease->pool = pool;
+  lease->slab = slab;
+  lease->buffer = slab->buffer;
+  lease->offset = *offset;
+  lease->size = size;
+  lease->reserved = reserved;
+  pool->stats.bytes_in_use += reserved;
+  pool->stats.high_water_bytes = std::max(pool->stats.high_water_bytes, pool->stats.bytes_in_use);
+  return Lease(std::move(lease));
+}
+
+Status validate_request(const detail::PoolState& pool, std::uint64_t size, const char* call) {
+  if (size == 0) return Status(ErrorCode::invalid_argument, std::string(call) + ": size must be > 0");
+  if (size > pool.options.slab_bytes) {
+    return Status(ErrorCode::resource_exhausted,
+                  std::string(call) + ": a lease of " + detail::describe_bytes(size) +
+                      " can never fit: the pool's slabs hold " +
+                      detail::describe_bytes(pool.options.slab_bytes) + " each");
+  }
+  std::lock_guard lock(pool.device->mutex);
+  if (pool.device->closed) return pool.device->closed_error(call);
+  return Status();
+}
+
+Status full_error(const detail::PoolState& pool, std::uint64_t size, const char* call) {
+  return Status(ErrorCode::timeout,
+                std::string(call) + ": staging pool full: " + detail::describe_bytes(size) +
+                    " requested, " + detail::describe_bytes(pool.stats.bytes_in_use) +
+                    " in use of a capacity of " + detail::describe_bytes(pool.stats.capacity_bytes));
+}
+
+}  // namespace
+
+Result<StagingPool> Device::create_staging_pool(const StagingPoolOptions& options) const {
+  if (!state_) return Status(ErrorCode::released, "Device::create_staging_pool: no device");
+  if (options.kind == MemoryKind::device) {
+    return Status(ErrorCode::invalid_argument,
+                  "Device::create_staging_pool: kind must be host_upload or host_readback");
+  }
+  if (options.slab_bytes == 0 || options.max_slabs == 0 ||
+      options.reserved_slabs > options.max_slabs) {
+    return Status(ErrorCode::invalid_argument,
+                  "Device::create_staging_pool: need slab_bytes > 0, max_slabs > 0 and "
+                  "reserved_slabs <= max_slabs (got " + std::to_string(options.slab_bytes) + ", " +
+                      std::to_string(options.max_slabs) + ", " +
+                      std::to_string(options.reserved_slabs) + ")");
+  }
+  {
+    std::lock_guard lock(state_->core->mutex);
+    if (state_->core->closed) return state_->core->closed_error("Device::create_staging_pool");
+  }
+  auto pool = std::make_shared<detail::PoolState>();
+  pool->device = state_->core;
+  pool->runtime = state_;
+  pool->options = options;
+  pool->options.slab_bytes = detail::round_up(options.slab_bytes, kStagingAlignment);
+  pool->stats.capacity_bytes = pool->options.slab_bytes * pool->options.max_slabs;
+  {
+    std::lock_guard lock(pool->mutex);
+    for (std::uint32_t i = 0; i < options.reserved_slabs; ++i) {
+      auto added = detail::add_slab(*pool);
+      if (!added.ok()) return added.status();
+    }
+  }
+  return StagingPool(std::move(pool));
+}
+
+Result<Lease> StagingPool::try_acquire(std::uint64_t size) const {
+  if (!state_) return Status(ErrorCode::released, "StagingPool::try_acquire: no pool");
+  FERRY_RETURN_IF_ERROR(validate_request(*state_, size, "StagingPool::try_acquire"));
+  const std::uint64_t reserved = detail::round_up(size, kStagingAlignment);
+  if (auto runtime = state_->runtime.lock()) runtime->retire();
+  std::lock_guard lock(state_->mutex);
+  ++state_->stats.acquires;
+  auto lease = allocate_locked(state_, size, reserved);
+  if (lease.ok() || lease.status().code() != ErrorCode::resource_exhausted) return lease;
+  return full_error(*state_, size, "StagingPool::try_acquire");
+}
+
+Result<Lease> StagingPool::acquire(std::uint64_t size, Timeout timeout) const {
+  if (!state_) return Status(ErrorCode::released, "StagingPool::acquire: no pool");
+  FERRY_RETURN_IF_ERROR(validate_request(*state_, size, "StagingPool::acquire"));
+  const std::uint64_t reserved = detail::round_up(size, kStagingAlignment);
+  const detail::Deadline deadline(timeout);
+  bool counted_wait = false;
+  {
+    std::lock_guard lock(state_->mutex);
+    ++state_->stats.acquires;
+  }
+  for (;;) {
+    {
+      std::lock_guard lock(state_->mutex);
+      auto lease = allocate_locked(state_, size, reserved);
+      if (lease.ok() || lease.status().code() != ErrorCode::resource_exhausted) return lease;
+      if (!counted_wait) {
+        ++state_->stats.waits;
+        counted_wait = true;
+      }
+      if (deadline.passed()) return full_error(*state_, size, "StagingPool::acquire");
+    }
+    // Full: make room by retiring completed submissions, else wait for the oldest one that
+    // holds one of our leases, else for a user to drop a lease.
+    std::optional<TimelinePoint> oldest;
+    if (auto runtime = state_->runtime.lock()) {
+      runtime->retire();
+      oldest = runtime->oldest_using(state_.get());
+    }
+    {
+      std::lock_guard lock(state_->device->mutex);
+      if (state_->device->closed) return state_->device->closed_error("StagingPool::acquire");
+    }
+    constexpr Timeout kSlice = std::chrono::milliseconds(2);
+    if (oldest) {
+      (void)oldest->wait(std::min(deadline.remaining(), Timeout(std::chrono::milliseconds(50))));
+    } else {
+      // Leases held by the host (or by held-back submissions) come back without a device
+      // signal; a short slice also notices held-back work that was released meanwhile.
+      std::unique_lock lock(state_->mutex);
+      state_->released.wait_for(lock, std::min(deadline.remaining(), kSlice));
+    }
+  }
+}
+
+std::uint64_t StagingPool::trim() const {
+  if (!state_) return 0;
+  if (auto runtime = state_->runtime.lock()) runtime->retire();
+  std::vector<std::unique_ptr<detail::Slab>> freed;  // destroyed outside the lock
+  {
+    std::lock_guard lock(state_->mutex);
+    auto& slabs = state_->slabs;
+    for (std::size_t i = slabs.size(); i-- > 0 && slabs.size() > state_->options.reserved_slabs;) {
+      if (slabs[i]->used == 0) {
+        freed.push_back(std::move(slabs[i]));
+        slabs.erase(slabs.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+    }
+    state_->stats.slabs = static_cast<std::uint32_t>(slabs.size());
+    state_->stats.bytes_reserved -= freed.size() * state_->options.slab_bytes;
+  }
+  return freed.size() * state_->options.slab_bytes;
+}
+
+StagingPoolStats StagingPool::stats() const {
+  if (!state_) return {};
+  std::lock_guard lock(state_->mutex);
+  return state_->stats;
+}
+
+const StagingPoolOptions& StagingPool::options() const {
+  static const StagingPoolOptions none{};
+  return state_ ? state_->options : none;
+}
+
+// ---- Lease ----
+
+std::uint64_t Lease::size() const noexcept { return state_ ? state_->size : 0; }
+
+std::span<std::byte> Lease::data() const noexcept {
+  if (!state_) return {};
+  return {state_->buffer->impl->host_data() + state_->offset, state_->size};
+}
+
+}  // namespace ferry

@@ -1,0 +1,93 @@
+// Timeline: host-side contract on top of the backend's native timeline.
+#include <string>
+
+#include "core/state.hpp"
+#include "ferry/timeline.hpp"
+
+namespace ferry {
+
+std::uint64_t Timeline::value() const {
+  if (!state_) return 0;
+  auto reached = state_->impl->value();
+  return reached.ok() ? *reached : 0;
+}
+
+std::uint64_t Timeline::submitted_value() const {
+  if (!state_) return 0;
+  std::lock_guard lock(state_->device->mutex);
+  return state_->submitted;
+}
+
+Status Timeline::failure() const {
+  if (!state_) return Status(ErrorCode::released, "Timeline::failure: no timeline");
+  std::lock_guard lock(state_->device->mutex);
+  return state_->failure;
+}
+
+Status Timeline::wait(std::uint64_t value, Timeout timeout) const {
+  if (!state_) return Status(ErrorCode::released, "Timeline::wait: no timeline");
+  auto& core = *state_->device;
+  const detail::Deadline deadline(timeout);
+  {
+    // Phase 1: until a signal of `value` has been handed to the backend (or the host), or can
+    // never be. Waiting here rather than in the backend lets a failure wake us.
+    std::unique_lock lock(core.mutex);
+    auto settled = [&] {
+      return core.closed || state_->submitted >= value || state_->fails(value);
+    };
+    if (deadline.infinite()) {
+      core.changed.wait(lock, settled);
+    } else if (!core.changed.wait_until(lock, deadline.at(), settled)) {
+      return Status(ErrorCode::timeout,
+                    "Timeline::wait: value " + std::to_string(value) + " of the " +
+                        state_->label + " was not reached within the timeout (highest submitted: " +
+                        std::to_string(state_->submitted) + ")");
+    }
+    if (state_->submitted < value) {
+      if (state_->fails(value)) {
+        Status failed(ErrorCode::timeline_failed, "Timeline::wait: value " + std::to_string(value) +
+                                                      " of the " + state_->label +
+                                                      " will never be reached: " +
+                                                      state_->failure.message());
+        return failed;
+      }
+      return core.closed_error("Timeline::wait");
+    }
+  }
+  // Phase 2: the signal is on its way; wait for the device.
+  Status status = state_->impl->host_wait(value, deadline.remaining());
+  if (status.code() == ErrorCode::timeout) {
+    return Status(ErrorCode::timeout, "Timeline::wait: value " + std::to_string(value) + " of the " +
+                                          state_->label +
+                                          " was submitted but not reached within the timeout");
+  }
+  return status;
+}
+
+Status Timeline::signal(std::uint64_t value) const {
+  if (!state_) return Status(ErrorCode::released, "Timeline::signal: no timeline");
+  auto& core = *state_->device;
+  std::shared_ptr<detail::DeviceState> runtime;  // released after the lock: it may be the last
+  {
+    std::lock_guard lock(core.mutex);
+    if (core.closed) return core.closed_error("Timeline::signal");
+    if (state_->failed_at) {
+      return Status(ErrorCode::timeline_failed,
+                    "Timeline::signal: the timeline failed: " + state_->failure.message());
+    }
+    if (value <= state_->promised) {
+      return Status(ErrorCode::invalid_argument,
+                    "Timeline::signal: value " + std::to_string(value) + " must exceed " +
+                        std::to_string(state_->promised) +
+                        ", the highest value already submitted for this timeline");
+    }
+    FERRY_RETURN_IF_ERROR(state_->impl->host_signal(value));
+    state_->promised = state_->submitted = value;
+    runtime = core.runtime.lock();
+    if (runtime) runtime->flush_held();
+  }
+  core.changed.notify_all();
+  return Status();
+}
+
+}  // namespace ferry

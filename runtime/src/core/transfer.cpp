@@ -1,0 +1,171 @@
+// Chunked copies between pageable host memory and device buffers through a staging pool.
+#include "ferry/transfer.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <string>
+
+#include "core/host_workers.hpp"
+#include "core/state.hpp"
+
+namespace ferry {
+namespace {
+
+struct Plan {
+  std::uint64_t chunk = 0;
+  std::uint64_t count = 0;
+  unsigned threads = 1;
+};
+
+Status validate(const Queue& queue, const StagingPool& pool, const BufferRef& device_side,
+                std::uint64_t bytes, MemoryKind pool_kind, const char* call) {
+  if (!queue) return Status(ErrorCode::released, std::string(call) + ": no queue");
+  if (!pool) return Status(ErrorCode::released, std::string(call) + ": no staging pool");
+  if (bytes == 0) return Status(ErrorCode::invalid_argument, std::string(call) + ": size must be > 0");
+  if (pool.options().kind != pool_kind) {
+    return Status(ErrorCode::invalid_argument,
+                  std::string(call) + ": needs a " + std::string(to_string(pool_kind)) +
+                      " staging pool, got a " + std::string(to_string(pool.options().kind)) + " one");
+  }
+  if (!device_side.buffer) {
+    return Status(ErrorCode::released,
+                  std::string(call) + ": the device-side " + device_side.what + " was released");
+  }
+  if (pool.state()->device != device_side.buffer->device) {
+    return Status(ErrorCode::invalid_argument,
+                  std::string(call) + ": the staging pool and the buffer belong to different devices");
+  }
+  return Status();
+}
+
+Plan plan(const StagingPool& pool, std::uint64_t bytes, const TransferOptions& options) {
+  Plan p;
+  p.chunk = std::clamp<std::uint64_t>(options.chunk_bytes, kStagingAlignment, pool.options().slab_bytes);
+  p.count = (bytes + p.chunk - 1) / p.chunk;
+  const unsigned available = detail::host_worker_count() + 1;
+  p.threads = options.host_threads == 0 ? available : std::min(options.host_threads, available);
+  return p;
+}
+
+std::string chunk_context(const char* call, std::uint64_t index, std::uint64_t count) {
+  return std::string(call) + ": chunk " + std::to_string(index + 1) + " of " + std::to_string(count);
+}
+
+}  // namespace
+
+Result<TimelinePoint> upload(const Queue& queue, const StagingPool& pool,
+                             std::span<const std::byte> src, const BufferRef& dst,
+                             std::uint64_t dst_offset, const SubmitSync& sync,
+                             const TransferOptions& options) {
+  static constexpr const char* kCall = "ferry::upload";
+  Status valid = validate(queue, pool, dst, src.size(), MemoryKind::host_upload, kCall);
+  if (valid.ok() && (dst_offset > dst.size || src.size() > dst.size - dst_offset)) {
+    valid = Status(ErrorCode::out_of_range, std::string(kCall) + ": destination range [" +
+                                                std::to_string(dst_offset) + ", +" +
+                                                std::to_string(src.size()) + ") is outside the " +
+                                                std::to_string(dst.size) + "-byte " + dst.what);
+  }
+  if (!valid.ok()) {
+    detail::fail_points(sync.signal, valid);
+    return valid;
+  }
+  const Plan p = plan(pool, src.size(), options);
+  TimelinePoint last;
+  for (std::uint64_t i = 0; i < p.count; ++i) {
+    const std::uint64_t begin = i * p.chunk;
+    const std::uint64_t length = std::min(p.chunk, src.size() - begin);
+    const bool final_chunk = i + 1 == p.count;
+    auto step = [&]() -> Status {
+      FERRY_ASSIGN_OR_RETURN(Lease lease, pool.acquire(length, options.acquire_timeout));
+      detail::parallel_memcpy(lease.data().data(), src.data() + begin, length, p.threads);
+      CommandList commands;
+      FERRY_RETURN_IF_ERROR(commands.copy(lease, 0, dst, dst_offset + begin, length));
+      SubmitSync chunk_sync;
+      if (i == 0) chunk_sync.wait = sync.wait;  // later chunks follow it in queue order
+      if (final_chunk) chunk_sync.signal = sync.signal;
+      FERRY_ASSIGN_OR_RETURN(last, queue.submit(std::move(commands), chunk_sync));
+      return Status();  // the lease returns to the pool once the copy has completed
+    };
+    if (Status status = step(); !status.ok()) {
+      status.with_context(chunk_context(kCall, i, p.count));
+      if (!final_chunk) detail::fail_points(sync.signal, status);
+      return status;
+    }
+  }
+  return last;
+}
+
+Status download(const Queue& queue, const StagingPool& pool, const BufferRef& src,
+                std::uint64_t src_offset, std::span<std::byte> dst, const SubmitSync& sync,
+                const TransferOptions& options) {
+  static constexpr const char* kCall = "ferry::download";
+  Status valid = validate(queue, pool, src, dst.size(), MemoryKind::host_readback, kCall);
+  if (valid.ok() && (src_offset > src.size || dst.size() > src.size - src_offset)) {
+    valid = Status(ErrorCode::out_of_range, std::string(kCall) + ": source range [" +
+                                                std::to_string(src_offset) + ", +" +
+                                                std::to_string(dst.size()) + ") is outside the " +
+                                                std::to_string(src.size) + "-byte " + src.what);
+  }
+  if (!valid.ok()) {
+    detail::fail_points(sync.signal, valid);
+    return valid;
+  }
+  const Plan p = plan(pool, dst.size(), options);
+
+  struct InFlight {
+    Lease lease;
+    TimelinePoint done;
+    std::uint64_t begin = 0;
+  };
+  std::deque<InFlight> in_flight;
+  // Copies the oldest chunk out once its DMA is done and returns its lease to the pool.
+  auto drain_oldest = [&]() -> Status {
+    InFlight& oldest = in_flight.front();
+    FERRY_RETURN_IF_ERROR(oldest.done.wait());
+    detail::parallel_memcpy(dst.data() + oldest.begin, oldest.lease.data().data(),
+                            oldest.lease.size(), p.threads);
+    in_flight.pop_front();
+    return Status();
+  };
+
+  for (std::uint64_t i = 0; i < p.count; ++i) {
+    const std::uint64_t begin = i * p.chunk;
+    const std::uint64_t length = std::min(p.chunk, dst.size() - begin);
+    const bool final_chunk = i + 1 == p.count;
+    auto step = [&]() -> Status {
+      // Take a lease without blocking while we hold chunks ourselves: the space we wait for may
+      // be our own, so free the oldest first.
+      Result<Lease> lease = pool.try_acquire(length);
+      while (!lease.ok() && lease.status().code() == ErrorCode::timeout && !in_flight.empty()) {
+        FERRY_RETURN_IF_ERROR(drain_oldest());
+        lease = pool.try_acquire(length);
+      }
+      if (!lease.ok() && lease.status().code() == ErrorCode::timeout) {
+        lease = pool.acquire(length, options.acquire_timeout);
+      }
+      if (!lease.ok()) return lease.status();
+      CommandList commands;
+      FERRY_RETURN_IF_ERROR(commands.copy(src, src_offset + begin, *lease, 0, length));
+      SubmitSync chunk_sync;
+      if (i == 0) chunk_sync.wait = sync.wait;
+      if (final_chunk) chunk_sync.signal = sync.signal;
+      FERRY_ASSIGN_OR_RETURN(TimelinePoint done, queue.submit(std::move(commands), chunk_sync));
+      in_flight.push_back({std::move(lease).value(), std::move(done), begin});
+      return Status();
+    };
+    if (Status status = step(); !status.ok()) {
+      status.with_context(chunk_context(kCall, i, p.count));
+      if (!final_chunk) detail::fail_points(sync.signal, status);
+      return status;
+    }
+  }
+  while (!in_flight.empty()) {
+    if (Status status = drain_oldest(); !status.ok()) {
+      status.with_context(std::string(kCall) + ": copying a chunk out");
+      return status;
+    }
+  }
+  return Status();
+}
+
+}  // namespace ferry

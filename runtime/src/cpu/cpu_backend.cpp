@@ -1,0 +1,230 @@
+// CPU reference backend: defines the results every other backend must reproduce.
+//
+// Memory is ordinary host memory; each of the three queues is a worker thread that runs its
+// submissions in order, waiting for their timeline values first. That keeps the same asynchrony
+// as a GPU (submit returns at once, leases stay busy until the worker is done), so the pool and
+// timeline logic in core is exercised for real on machines without a GPU.
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "core/backend.hpp"
+
+namespace ferry::backend {
+namespace {
+
+constexpr std::size_t kCpuAlignment = 64;
+
+class CpuBuffer final : public BackendBuffer {
+ public:
+  CpuBuffer(std::byte* data, MemoryKind kind, bool owned) : data_(data), kind_(kind), owned_(owned) {}
+  ~CpuBuffer() override {
+    if (owned_) std::free(data_);
+  }
+  CpuBuffer(const CpuBuffer&) = delete;
+  CpuBuffer& operator=(const CpuBuffer&) = delete;
+
+  std::byte* host_data() noexcept override { return kind_ == MemoryKind::device ? nullptr : data_; }
+  std::byte* data() noexcept { return data_; }
+
+ private:
+  std::byte* data_;
+  MemoryKind kind_;
+  bool owned_;  // false for registered user memory
+};
+
+class CpuTimeline final : public BackendTimeline {
+ public:
+  explicit CpuTimeline(std::uint64_t initial) : value_(initial) {}
+
+  Result<std::uint64_t> value() override {
+    std::lock_guard lock(mutex_);
+    return value_;
+  }
+  Status host_signal(std::uint64_t value) override {
+    set(value);
+    return Status();
+  }
+  Status host_wait(std::uint64_t value, Timeout timeout) override {
+    std::unique_lock lock(mutex_);
+    auto reached = [&] { return value_ >= value; };
+    if (timeout == kInfinite) {
+      reached_.wait(lock, reached);
+    } else if (!reached_.wait_for(lock, timeout, reached)) {
+      return Status(ErrorCode::timeout, "cpu timeline: value " + std::to_string(value) +
+                                            " not reached (at " + std::to_string(value_) + ")");
+    }
+    return Status();
+  }
+  void set(std::uint64_t value) {
+    {
+      std::lock_guard lock(mutex_);
+      if (value > value_) value_ = value;
+    }
+    reached_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable reached_;
+  std::uint64_t value_;
+};
+
+// The reference semantics of the fill op: byte offset + i gets byte (i % 4) of the pattern.
+void fill_bytes(std::byte* dst, std::uint64_t size, std::uint32_t pattern) {
+  std::byte block[64];
+  for (std::size_t i = 0; i < sizeof block; ++i) {
+    block[i] = static_cast<std::byte>((pattern >> (8 * (i % 4))) & 0xffu);
+  }
+  std::uint64_t done = 0;
+  while (done < size) {
+    const std::uint64_t n = std::min<std::uint64_t>(sizeof block, size - done);
+    std::memcpy(dst + done, block, n);  // block length is a multiple of 4: phase is kept
+    done += n;
+  }
+}
+
+struct Job {
+  std::vector<Command> commands;
+  std::vector<TimelineValue> waits;
+  std::vector<TimelineValue> signals;
+};
+
+class CpuQueue {
+ public:
+  CpuQueue() : worker_([this] { run(); }) {}
+  ~CpuQueue() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    worker_.join();
+  }
+  CpuQueue(const CpuQueue&) = delete;
+  CpuQueue& operator=(const CpuQueue&) = delete;
+
+  void push(Job job) {
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back(std::move(job));
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // stopping, and everything submitted has run
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      execute(job);
+    }
+  }
+
+  static void execute(const Job& job) {
+    for (const auto& wait : job.waits) (void)wait.timeline->host_wait(wait.value, kInfinite);
+    for (const auto& command : job.commands) {
+      if (const auto* copy = std::get_if<CopyCommand>(&command)) {
+        std::memcpy(static_cast<CpuBuffer*>(copy->dst)->data() + copy->dst_offset,
+                    static_cast<CpuBuffer*>(copy->src)->data() + copy->src_offset, copy->size);
+      } else if (const auto* fill = std::get_if<FillCommand>(&command)) {
+        fill_bytes(static_cast<CpuBuffer*>(fill->dst)->data() + fill->offset, fill->size,
+                   fill->pattern);
+      }
+    }
+    for (const auto& signal : job.signals) static_cast<CpuTimeline*>(signal.timeline)->set(signal.value);
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Job> jobs_;
+  bool stopping_ = false;
+  std::thread worker_;  // last: starts after the members it uses exist
+};
+
+DeviceInfo cpu_device_info() {
+  DeviceInfo info;
+  info.backend = Backend::cpu;
+  info.index = 0;
+  info.name = "CPU reference";
+  info.driver = "ferry cpu backend";
+  info.is_cpu = true;
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page_size > 0) {
+    info.device_memory_bytes = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+    info.host_visible_memory_bytes = info.device_memory_bytes;
+  }
+  for (int q = 0; q < kQueueKindCount; ++q) {
+    info.queues.push_back({static_cast<QueueKind>(q), 0, static_cast<std::uint32_t>(q), false});
+  }
+  return info;
+}
+
+class CpuDevice final : public BackendDevice {
+ public:
+  CpuDevice() : info_(cpu_device_info()) {}
+
+  const DeviceInfo& info() const override { return info_; }
+
+  Result<std::unique_ptr<BackendBuffer>> create_buffer(std::uint64_t size, MemoryKind kind) override {
+    const std::uint64_t rounded = (size + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+    void* data = rounded <= SIZE_MAX ? std::aligned_alloc(kCpuAlignment, rounded) : nullptr;
+    if (data == nullptr) {
+      return Status(ErrorCode::out_of_memory,
+                    "cpu: allocating " + std::to_string(size) + " bytes failed");
+    }
+    return std::unique_ptr<BackendBuffer>(new CpuBuffer(static_cast<std::byte*>(data), kind, true));
+  }
+
+  Result<std::unique_ptr<BackendBuffer>> register_host_memory(std::byte* data, std::uint64_t,
+                                                              MemoryKind kind) override {
+    return std::unique_ptr<BackendBuffer>(new CpuBuffer(data, kind, false));
+  }
+
+  Result<std::unique_ptr<BackendTimeline>> create_timeline(std::uint64_t initial) override {
+    return std::unique_ptr<BackendTimeline>(new CpuTimeline(initial));
+  }
+
+  Status submit(QueueKind queue, const Submission& submission) override {
+    Job job;
+    job.commands.assign(submission.commands.begin(), submission.commands.end());
+    job.waits.assign(submission.waits.begin(), submission.waits.end());
+    job.signals.assign(submission.signals.begin(), submission.signals.end());
+    queues_[static_cast<int>(queue)].push(std::move(job));
+    return Status();
+  }
+
+ private:
+  DeviceInfo info_;
+  CpuQueue queues_[kQueueKindCount];
+};
+
+class CpuDriver final : public Driver {
+ public:
+  Backend backend() const override { return Backend::cpu; }
+  ProbeResult probe() override { return {true, "", {cpu_device_info()}}; }
+  Result<std::unique_ptr<BackendDevice>> open(int index, const DeviceOptions&) override {
+    if (index != 0) return Status(ErrorCode::out_of_range, "cpu: only device 0 exists");
+    return std::unique_ptr<BackendDevice>(new CpuDevice());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Driver> create_cpu_driver() { return std::make_unique<CpuDriver>(); }
+
+}  // namespace ferry::backend
