@@ -29,7 +29,8 @@ class Timeline {
 
   // The value the device (or host) has reached.
   std::uint64_t value() const;
-  // The highest value already submitted for signalling (or signalled by the host).
+  // The highest value already submitted for signalling (including submissions ferry holds back
+  // until their waits are submitted) or signalled by the host.
   std::uint64_t submitted_value() const;
   // Blocks until value() >= value. ErrorCode::timeout when the timeout runs out first;
   // ErrorCode::timeline_failed when the value can no longer be reached.

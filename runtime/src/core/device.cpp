@@ -232,6 +232,7 @@ Status Device::wait_idle(Timeout timeout) const {
 
 Status Device::close(Timeout timeout) {
   if (!state_) return Status(ErrorCode::released, "Device::close: no device");
+  if (!is_open()) return Status();  // closing twice is harmless
   Status drained = wait_idle(timeout);
   {
     std::lock_guard lock(state_->core->mutex);

@@ -371,6 +371,7 @@ Status Queue::wait_idle(Timeout timeout) const {
   std::uint64_t last = 0;
   {
     std::lock_guard lock(device_->core->mutex);
+    if (device_->core->closed) return device_->core->closed_error("Queue::wait_idle");
     last = device_->queue(kind_).next_progress - 1;
   }
   if (last > 0) FERRY_RETURN_IF_ERROR(progress().wait(last, timeout));

@@ -15,7 +15,7 @@ std::uint64_t Timeline::value() const {
 std::uint64_t Timeline::submitted_value() const {
   if (!state_) return 0;
   std::lock_guard lock(state_->device->mutex);
-  return state_->submitted;
+  return state_->promised;  // includes submissions ferry is holding back
 }
 
 Status Timeline::failure() const {
@@ -32,6 +32,7 @@ Status Timeline::wait(std::uint64_t value, Timeout timeout) const {
     // Phase 1: until a signal of `value` has been handed to the backend (or the host), or can
     // never be. Waiting here rather than in the backend lets a failure wake us.
     std::unique_lock lock(core.mutex);
+    if (core.closed) return core.closed_error("Timeline::wait");
     auto settled = [&] {
       return core.closed || state_->submitted >= value || state_->fails(value);
     };

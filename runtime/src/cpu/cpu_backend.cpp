@@ -64,10 +64,9 @@ class CpuTimeline final : public BackendTimeline {
     return Status();
   }
   void set(std::uint64_t value) {
-    {
-      std::lock_guard lock(mutex_);
-      if (value > value_) value_ = value;
-    }
+    // Notify under the lock: a waiter that sees the value may destroy this timeline at once.
+    std::lock_guard lock(mutex_);
+    if (value > value_) value_ = value;
     reached_.notify_all();
   }
 

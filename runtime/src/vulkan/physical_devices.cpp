@@ -1,0 +1,182 @@
+#include "vulkan/physical_devices.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "vulkan/vk_status.hpp"
+
+namespace ferry::vulkan {
+namespace {
+
+int type_rank(VkPhysicalDeviceType type) {
+  switch (type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+  }
+}
+
+std::string version_string(std::uint32_t version) {
+  return std::to_string(VK_API_VERSION_MAJOR(version)) + "." +
+         std::to_string(VK_API_VERSION_MINOR(version)) + "." +
+         std::to_string(VK_API_VERSION_PATCH(version));
+}
+
+Result<bool> has_device_extension(VkPhysicalDevice device, const char* name) {
+  std::uint32_t count = 0;
+  FERRY_VK_RETURN_IF_ERROR(vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr));
+  std::vector<VkExtensionProperties> extensions(count);
+  FERRY_VK_RETURN_IF_ERROR(
+      vkEnumerateDeviceExtensionProperties(device, nullptr, &count, extensions.data()));
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (std::strcmp(extensions[i].extensionName, name) == 0) return true;
+  }
+  return false;
+}
+
+void describe_memory(VkPhysicalDevice handle, PhysicalDevice& device) {
+  VkPhysicalDeviceMemoryProperties memory{};
+  vkGetPhysicalDeviceMemoryProperties(handle, &memory);
+  std::vector<bool> heap_is_host_visible(memory.memoryHeapCount, false);
+  for (std::uint32_t i = 0; i < memory.memoryTypeCount; ++i) {
+    const VkMemoryPropertyFlags flags = memory.memoryTypes[i].propertyFlags;
+    const std::uint32_t heap = memory.memoryTypes[i].heapIndex;
+    MemoryTypeInfo type;
+    type.heap_size = memory.memoryHeaps[heap].size;
+    type.device_local = (flags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) != 0;
+    type.host_visible = (flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) != 0;
+    type.host_coherent = (flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;
+    type.host_cached = (flags & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) != 0;
+    device.memory_types.push_back(type);
+    if (flags & (VK_MEMORY_PROPERTY_PROTECTED_BIT | VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT |
+                 VK_MEMORY_PROPERTY_DEVICE_COHERENT_BIT_AMD)) {
+      device.unusable_memory_type_bits |= 1u << i;
+    } else if (type.host_visible) {
+      heap_is_host_visible[heap] = true;
+    }
+  }
+  // Host-visible bytes: the system-memory heaps the device can reach. Where every heap is
+  // device local (a CPU device, unified memory), the device-local heaps that are host visible.
+  std::uint64_t host_only = 0;
+  std::uint64_t host_visible_local = 0;
+  for (std::uint32_t heap = 0; heap < memory.memoryHeapCount; ++heap) {
+    const bool local = (memory.memoryHeaps[heap].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
+    if (local) device.info.device_memory_bytes += memory.memoryHeaps[heap].size;
+    if (heap_is_host_visible[heap]) {
+      (local ? host_visible_local : host_only) += memory.memoryHeaps[heap].size;
+    }
+  }
+  device.info.host_visible_memory_bytes = host_only != 0 ? host_only : host_visible_local;
+}
+
+void describe_queue_families(VkPhysicalDevice handle, PhysicalDevice& device) {
+  std::uint32_t count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(handle, &count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(count);
+  vkGetPhysicalDeviceQueueFamilyProperties(handle, &count, families.data());
+  for (std::uint32_t i = 0; i < count; ++i) {
+    QueueFamilyInfo family;
+    family.index = i;
+    family.queue_count = families[i].queueCount;
+    family.graphics = (families[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) != 0;
+    family.compute = (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) != 0;
+    family.transfer = (families[i].queueFlags & VK_QUEUE_TRANSFER_BIT) != 0;
+    device.info.queue_families.push_back(family);
+  }
+}
+
+// Fills `device` from `handle`; returns why the device cannot be used, or "" when it can.
+Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
+  device.handle = handle;
+
+  VkPhysicalDeviceDriverProperties driver{};
+  driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
+  VkPhysicalDeviceMaintenance3Properties maintenance3{};
+  maintenance3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
+  maintenance3.pNext = &driver;
+  VkPhysicalDeviceProperties2 properties{};
+  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties.pNext = &maintenance3;
+  vkGetPhysicalDeviceProperties2(handle, &properties);
+  const VkPhysicalDeviceProperties& core = properties.properties;
+
+  device.info.backend = Backend::vulkan;
+  device.info.name = core.deviceName;
+  device.info.is_cpu = core.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  device.type = core.deviceType;
+  device.limits = core.limits;
+  device.max_memory_allocation_size = maintenance3.maxMemoryAllocationSize;
+  describe_memory(handle, device);
+  describe_queue_families(handle, device);
+
+  if (core.apiVersion < VK_API_VERSION_1_3) {
+    device.info.driver = "Vulkan " + version_string(core.apiVersion);
+    return "supports Vulkan " + version_string(core.apiVersion) + ", ferry needs 1.3";
+  }
+  device.info.driver = "Vulkan " + version_string(core.apiVersion) + ", " + driver.driverName;
+  if (driver.driverInfo[0] != '\0') device.info.driver += std::string(" ") + driver.driverInfo;
+
+  VkPhysicalDeviceMaintenance4Properties maintenance4{};
+  maintenance4.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES;
+  VkPhysicalDeviceProperties2 properties13{};
+  properties13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties13.pNext = &maintenance4;
+  vkGetPhysicalDeviceProperties2(handle, &properties13);
+  device.max_buffer_size = maintenance4.maxBufferSize;
+
+  VkPhysicalDeviceVulkan13Features features13{};
+  features13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES;
+  VkPhysicalDeviceVulkan12Features features12{};
+  features12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  features12.pNext = &features13;
+  VkPhysicalDeviceFeatures2 features{};
+  features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  features.pNext = &features12;
+  vkGetPhysicalDeviceFeatures2(handle, &features);
+  if (!features12.timelineSemaphore) return std::string("no timelineSemaphore feature");
+  if (!features13.synchronization2) return std::string("no synchronization2 feature");
+
+  FERRY_ASSIGN_OR_RETURN(const bool push_descriptor,
+                         has_device_extension(handle, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME));
+  if (!push_descriptor) return std::string("no VK_KHR_push_descriptor extension");
+
+  Result<QueuePlan> plan = plan_queues(device.info.queue_families);
+  if (!plan.ok()) return plan.status().message();
+  device.queue_plan = std::move(plan).value();
+  device.info.queues.assign(device.queue_plan.queues.begin(), device.queue_plan.queues.end());
+  return std::string();
+}
+
+}  // namespace
+
+Result<PhysicalDeviceList> list_physical_devices(VkInstance instance) {
+  std::uint32_t count = 0;
+  FERRY_VK_RETURN_IF_ERROR(vkEnumeratePhysicalDevices(instance, &count, nullptr));
+  std::vector<VkPhysicalDevice> handles(count);
+  FERRY_VK_RETURN_IF_ERROR(vkEnumeratePhysicalDevices(instance, &count, handles.data()));
+  handles.resize(count);
+
+  PhysicalDeviceList list;
+  for (VkPhysicalDevice handle : handles) {
+    PhysicalDevice device;
+    FERRY_ASSIGN_OR_RETURN(const std::string why_not, describe(handle, device));
+    if (!why_not.empty()) {
+      if (!list.rejected.empty()) list.rejected += "; ";
+      list.rejected += device.info.name + ": " + why_not;
+      continue;
+    }
+    list.usable.push_back(std::move(device));
+  }
+  std::stable_sort(list.usable.begin(), list.usable.end(),
+                   [](const PhysicalDevice& a, const PhysicalDevice& b) {
+                     return type_rank(a.type) < type_rank(b.type);
+                   });
+  for (std::size_t i = 0; i < list.usable.size(); ++i) {
+    list.usable[i].info.index = static_cast<int>(i);
+  }
+  return list;
+}
+
+}  // namespace ferry::vulkan

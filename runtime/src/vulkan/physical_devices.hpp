@@ -1,0 +1,38 @@
+// The physical devices ferry can use, best first, each described as a DeviceInfo. probe() and
+// open() both call this, so a device's index is the same in both.
+#pragma once
+
+#include <volk.h>
+
+#include <string>
+#include <vector>
+
+#include "ferry/device.hpp"
+#include "ferry/status.hpp"
+#include "vulkan/memory_types.hpp"
+#include "vulkan/queue_families.hpp"
+
+namespace ferry::vulkan {
+
+struct PhysicalDevice {
+  VkPhysicalDevice handle = VK_NULL_HANDLE;
+  VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
+  DeviceInfo info;  // index = rank in the list; queues = the planned assignments
+  QueuePlan queue_plan;
+  VkPhysicalDeviceLimits limits{};
+  std::uint64_t max_memory_allocation_size = 0;
+  std::uint64_t max_buffer_size = 0;
+  std::vector<MemoryTypeInfo> memory_types;       // indexed like VkPhysicalDeviceMemoryProperties
+  std::uint32_t unusable_memory_type_bits = 0;    // protected / lazily allocated / AMD-specific
+};
+
+struct PhysicalDeviceList {
+  std::vector<PhysicalDevice> usable;  // discrete, integrated, virtual, cpu, other; then order found
+  std::string rejected;                // "name: why; name: why" for the devices left out
+};
+
+// Requirements: Vulkan 1.3, timelineSemaphore, synchronization2, VK_KHR_push_descriptor, a
+// compute queue.
+Result<PhysicalDeviceList> list_physical_devices(VkInstance instance);
+
+}  // namespace ferry::vulkan

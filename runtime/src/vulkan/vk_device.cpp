@@ -1,0 +1,122 @@
+#include "vulkan/vk_device.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "fill_push_constants.h"
+#include "vulkan/vk_buffer.hpp"
+#include "vulkan/vk_recorder.hpp"
+#include "vulkan/vk_status.hpp"
+#include "vulkan/vk_timeline.hpp"
+
+namespace ferry::vulkan {
+
+Result<std::unique_ptr<VulkanDevice>> VulkanDevice::create(
+    std::unique_ptr<VulkanInstance> instance, const PhysicalDevice& physical) {
+  std::unique_ptr<VulkanDevice> device(new VulkanDevice());
+  device->instance_ = std::move(instance);
+  // On failure the destructor releases whatever was created.
+  FERRY_RETURN_IF_ERROR(device->initialize(physical));
+  return device;
+}
+
+Status VulkanDevice::initialize(const PhysicalDevice& physical) {
+  info_ = physical.info;
+  const QueuePlan& plan = physical.queue_plan;
+
+  std::vector<std::vector<float>> priorities;
+  std::vector<VkDeviceQueueCreateInfo> queue_infos;
+  for (const QueuePlan::FamilyQueues& family : plan.families) {
+    priorities.emplace_back(family.queue_count, 1.0f);
+    VkDeviceQueueCreateInfo queue_info{};
+    queue_info.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+    queue_info.queueFamilyIndex = family.family;
+    queue_info.queueCount = family.queue_count;
+    queue_info.pQueuePriorities = priorities.back().data();
+    queue_infos.push_back(queue_info);
+  }
+
+  VkPhysicalDeviceVulkan13Features features13{};
+  features13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES;
+  features13.synchronization2 = VK_TRUE;
+  // Mandatory in 1.3. spirv-opt -O for SPIR-V 1.6 may express the workgroup size as LocalSizeId,
+  // which needs it; it also makes maxBufferSize a real limit.
+  features13.maintenance4 = VK_TRUE;
+  VkPhysicalDeviceVulkan12Features features12{};
+  features12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  features12.pNext = &features13;
+  features12.timelineSemaphore = VK_TRUE;
+  VkPhysicalDeviceFeatures2 features{};
+  features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  features.pNext = &features12;
+
+  const char* extensions[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  VkDeviceCreateInfo create_info{};
+  create_info.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+  create_info.pNext = &features;
+  create_info.queueCreateInfoCount = static_cast<std::uint32_t>(queue_infos.size());
+  create_info.pQueueCreateInfos = queue_infos.data();
+  create_info.enabledExtensionCount = 1;
+  create_info.ppEnabledExtensionNames = extensions;
+  FERRY_VK_RETURN_IF_ERROR(
+      vkCreateDevice(physical.handle, &create_info, nullptr, &context_.device));
+
+  context_.physical = physical.handle;
+  volkLoadDeviceTable(&context_.vk, context_.device);
+  context_.memory_types = physical.memory_types;
+  context_.usable_memory_type_bits = ~physical.unusable_memory_type_bits;
+  context_.max_memory_allocation_size = physical.max_memory_allocation_size;
+  context_.max_buffer_size = physical.max_buffer_size;
+  context_.queue_families = plan.family_indices();
+  context_.fill_limits.offset_alignment = physical.limits.minStorageBufferOffsetAlignment;
+  context_.fill_limits.max_window_bytes = physical.limits.maxStorageBufferRange;
+  context_.fill_limits.max_group_count =
+      std::min<std::uint32_t>(physical.limits.maxComputeWorkGroupCount[0], 65535);
+  context_.fill_limits.workgroup_size = shaders::kFillWorkgroupSize;
+
+  for (std::size_t kind = 0; kind < queues_.size(); ++kind) {
+    FERRY_RETURN_IF_ERROR(queues_[kind].create(context_, plan.queues[kind]));
+  }
+  FERRY_RETURN_IF_ERROR(fill_pipeline_.create(context_));
+  return Status();
+}
+
+VulkanDevice::~VulkanDevice() {
+  if (context_.device != VK_NULL_HANDLE) {
+    // Nothing can be reported from a destructor; destruction goes ahead regardless.
+    (void)context_.vk.vkDeviceWaitIdle(context_.device);
+    fill_pipeline_.destroy();
+    for (LogicalQueue& queue : queues_) queue.destroy();
+    context_.vk.vkDestroyDevice(context_.device, nullptr);
+  }
+  // instance_ goes last (member order), with its validation messenger.
+}
+
+Result<std::unique_ptr<backend::BackendBuffer>> VulkanDevice::create_buffer(std::uint64_t size,
+                                                                            MemoryKind kind) {
+  FERRY_ASSIGN_OR_RETURN(auto buffer, VulkanBuffer::create(context_, size, kind));
+  return std::unique_ptr<backend::BackendBuffer>(std::move(buffer));
+}
+
+Result<std::unique_ptr<backend::BackendTimeline>> VulkanDevice::create_timeline(
+    std::uint64_t initial) {
+  FERRY_ASSIGN_OR_RETURN(auto timeline, VulkanTimeline::create(context_, initial));
+  return std::unique_ptr<backend::BackendTimeline>(std::move(timeline));
+}
+
+Status VulkanDevice::submit(QueueKind queue_kind, const backend::Submission& submission) {
+  LogicalQueue& queue = queues_[static_cast<std::size_t>(queue_kind)];
+  VkCommandBuffer command_buffer = VK_NULL_HANDLE;
+  if (!submission.commands.empty()) {
+    FERRY_ASSIGN_OR_RETURN(command_buffer, queue.acquire_command_buffer());
+    const Status recorded =
+        record_commands(context_, fill_pipeline_, command_buffer, submission.commands);
+    if (!recorded.ok()) {
+      queue.release_unsubmitted(command_buffer);
+      return recorded;
+    }
+  }
+  return queue.submit(command_buffer, submission.waits, submission.signals);
+}
+
+}  // namespace ferry::vulkan

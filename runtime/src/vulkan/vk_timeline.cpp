@@ -1,0 +1,71 @@
+#include "vulkan/vk_timeline.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "vulkan/vk_status.hpp"
+
+namespace ferry::vulkan {
+
+Result<VkSemaphore> create_timeline_semaphore(const DeviceContext& context,
+                                              std::uint64_t initial_value) {
+  VkSemaphoreTypeCreateInfo type_info{};
+  type_info.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO;
+  type_info.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+  type_info.initialValue = initial_value;
+  VkSemaphoreCreateInfo create_info{};
+  create_info.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO;
+  create_info.pNext = &type_info;
+  VkSemaphore semaphore = VK_NULL_HANDLE;
+  FERRY_VK_RETURN_IF_ERROR(
+      context.vk.vkCreateSemaphore(context.device, &create_info, nullptr, &semaphore));
+  return semaphore;
+}
+
+Result<std::unique_ptr<VulkanTimeline>> VulkanTimeline::create(const DeviceContext& context,
+                                                               std::uint64_t initial_value) {
+  FERRY_ASSIGN_OR_RETURN(VkSemaphore semaphore, create_timeline_semaphore(context, initial_value));
+  return std::unique_ptr<VulkanTimeline>(new VulkanTimeline(context, semaphore));
+}
+
+VulkanTimeline::~VulkanTimeline() {
+  context_.vk.vkDestroySemaphore(context_.device, semaphore_, nullptr);
+}
+
+Result<std::uint64_t> VulkanTimeline::value() {
+  std::uint64_t value = 0;
+  FERRY_VK_RETURN_IF_ERROR(
+      context_.vk.vkGetSemaphoreCounterValue(context_.device, semaphore_, &value));
+  return value;
+}
+
+Status VulkanTimeline::host_signal(std::uint64_t value) {
+  VkSemaphoreSignalInfo signal_info{};
+  signal_info.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO;
+  signal_info.semaphore = semaphore_;
+  signal_info.value = value;
+  FERRY_VK_RETURN_IF_ERROR(context_.vk.vkSignalSemaphore(context_.device, &signal_info));
+  return Status();
+}
+
+Status VulkanTimeline::host_wait(std::uint64_t value, Timeout timeout) {
+  VkSemaphoreWaitInfo wait_info{};
+  wait_info.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO;
+  wait_info.semaphoreCount = 1;
+  wait_info.pSemaphores = &semaphore_;
+  wait_info.pValues = &value;
+  // vkWaitSemaphores takes nanoseconds; UINT64_MAX waits forever.
+  const std::uint64_t nanoseconds =
+      timeout == kInfinite ? UINT64_MAX
+                           : static_cast<std::uint64_t>(std::max<Timeout::rep>(timeout.count(), 0));
+  const VkResult waited = context_.vk.vkWaitSemaphores(context_.device, &wait_info, nanoseconds);
+  if (waited == VK_TIMEOUT) {
+    return Status(ErrorCode::timeout, "timeline value " + std::to_string(value) +
+                                          " not reached within " + std::to_string(timeout.count()) +
+                                          " ns");
+  }
+  if (waited != VK_SUCCESS) return vk_status(waited, "vkWaitSemaphores");
+  return Status();
+}
+
+}  // namespace ferry::vulkan
