@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
 
   // 1: upload (signals step 1).
   auto uploaded = upload(device->queue(QueueKind::upload), *upload_pool, input, *buffer, 0,
-                         {.signal = {{*steps, 1}}});
+                         {.wait = {}, .signal = {{*steps, 1}}});
   if (!uploaded.ok()) return fail(uploaded.status());
 
   // 2: stamp bytes [10, 21) with a pattern on the compute queue once the upload is done.
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   // 3: download after step 2; download() returns when the bytes are in `output`.
   std::vector<std::byte> output(kBytes);
   if (Status s = download(device->queue(QueueKind::download), *readback_pool, *buffer, 0, output,
-                          {.wait = {{*steps, 2}}});
+                          {.wait = {{*steps, 2}}, .signal = {}});
       !s.ok()) {
     return fail(s);
   }

@@ -86,6 +86,9 @@ class Queue {
   // submission completes (also usable in other submissions' waits). On error nothing is
   // submitted and the timelines in sync.signal are failed (see timeline.hpp). Fill commands
   // need the compute queue.
+  // Signal values of a timeline must increase in submission order (across all queues). A
+  // timeline signalled from several queues reaches a value when that value's signal has
+  // completed; use a timeline per producer when consumers need every earlier signal done too.
   Result<TimelinePoint> submit(CommandList&& commands, const SubmitSync& sync = {}) const;
 
   // The queue's progress timeline: every submission on this queue signals its next value.

@@ -36,8 +36,14 @@ std::size_t CommandList::size() const noexcept { return commands_ ? commands_->s
 namespace {
 
 std::string range_text(std::uint64_t offset, std::uint64_t size) {
-  return "[" + std::to_string(offset) + ", " + std::to_string(offset) + " + " +
-         std::to_string(size) + ")";
+  std::string text = "[";
+  text += std::to_string(offset);
+  text += ", ";
+  text += std::to_string(offset);
+  text += " + ";
+  text += std::to_string(size);
+  text += ")";
+  return text;
 }
 
 // Checks that `ref` is live, on an open device, and that [offset, offset + size) lies inside it.

@@ -218,7 +218,9 @@ Result<Lease> StagingPool::acquire(std::uint64_t size, Timeout timeout) const {
     }
     constexpr Timeout kSlice = std::chrono::milliseconds(2);
     if (oldest) {
-      (void)oldest->wait(std::min(deadline.remaining(), Timeout(std::chrono::milliseconds(50))));
+      // In flight, so it completes: wait for it whole (an unbounded wait lets the backend block
+      // in the driver instead of polling).
+      (void)oldest->wait(deadline.remaining());
     } else {
       // Leases held by the host (or by held-back submissions) come back without a device
       // signal; a short slice also notices held-back work that was released meanwhile.

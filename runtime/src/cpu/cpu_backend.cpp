@@ -20,7 +20,7 @@
 namespace ferry::backend {
 namespace {
 
-constexpr std::size_t kCpuAlignment = 64;
+constexpr std::size_t kCpuAlignment = 256;  // as GPU allocations: leases stay 256-byte aligned
 
 class CpuBuffer final : public BackendBuffer {
  public:

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the binaries for the GPU test machine here (it has nvcc but no Vulkan headers, glslang or
+# network) and gathers them in .device/bin, next to the Vulkan loader packages in .gl/.
+# Then run scripts/device-run.sh there with both folders carried (see README, "GPU run").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cmake --preset device
+cmake --build --preset device -j"$(nproc)"
+
+rm -rf .device
+mkdir -p .device/bin
+for exe in cli/ferry tests/ferry_conformance tests/ferry_unit_tests \
+           samples/hello_transfer/hello_transfer; do
+  cp "build/device/$exe" .device/bin/
+done
+strip .device/bin/*
+
+# The Vulkan loader and validation layer for a machine that has only the NVIDIA driver.
+if [ ! -d .gl ] || [ -z "$(ls .gl/*.deb 2>/dev/null)" ]; then
+  debs=../shared/device-debs
+  [ -d "$debs" ] || { echo "no .gl/*.deb and no $debs: fetch libvulkan1 and vulkan-validationlayers" >&2; exit 1; }
+  mkdir -p .gl && cp "$debs"/*.deb .gl/
+fi
+du -sh .device .gl

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs on the GPU test machine, from the repository root, with .device/ and .gl/ present (made by
+# scripts/device-build.sh). Steps (all by default, or those named after OUTDIR):
+#   check      ferry info, unit tests, hello_transfer on every backend, the conformance suite with
+#              FERRY_REQUIRE=cpu,vulkan,cuda and Vulkan validation on
+#   sanitize   the conformance suite on CUDA under compute-sanitizer memcheck, racecheck, synccheck
+#   bench      ferry bench transfer on cuda and on vulkan (table and JSON; extra arguments
+#              from FERRY_BENCH_ARGS, e.g. --quick)
+# Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt, benchmark output beside them
+# (few files: the device tool returns at most 8).
+set -uo pipefail
+out=${1:?usage: scripts/device-run.sh OUTDIR [check] [sanitize] [bench]}
+shift
+steps=${*:-check sanitize bench}
+mkdir -p "$out/logs"
+bin=.device/bin
+
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+[ -f "$icd" ] && export VK_DRIVER_FILES=$icd
+
+failed=0
+step() {  # step NAME COMMAND...: runs it, logs to logs/NAME.log, one summary line
+  local name=$1; shift
+  local start=$SECONDS
+  "$@" >"$out/logs/$name.log" 2>&1
+  local rc=$?
+  printf '%-22s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" \
+    "$(grep -E 'test cases:|ERROR SUMMARY|round trip' "$out/logs/$name.log" | tail -n 1)" | tee -a "$out/summary.txt"
+  [ "$rc" -eq 0 ] || failed=1
+}
+
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } >"$out/summary.txt" 2>&1
+for s in $steps; do
+  case $s in
+    check)
+      step info "$bin/ferry" info
+      step unit "$bin/ferry_unit_tests"
+      for b in cpu vulkan cuda; do step "hello-$b" env FERRY_VALIDATION=1 "$bin/hello_transfer" "$b"; done
+      step conformance env FERRY_REQUIRE=cpu,vulkan,cuda FERRY_VALIDATION=1 "$bin/ferry_conformance"
+      ;;
+    sanitize)
+      for tool in memcheck racecheck synccheck; do
+        step "sanitize-$tool" env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \
+          compute-sanitizer --tool "$tool" --error-exitcode 1 "$bin/ferry_conformance"
+      done
+      ;;
+    bench)
+      for b in cuda vulkan; do
+        step "bench-$b" "$bin/ferry" bench transfer --backend "$b" --json-file "$out/bench-$b.json" \
+          ${FERRY_BENCH_ARGS:-}
+        cp "$out/logs/bench-$b.log" "$out/bench-$b.txt"
+      done
+      ;;
+    *) echo "unknown step $s" >&2; failed=1 ;;
+  esac
+done
+tar czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$out/logs"
+cat "$out/summary.txt"
+exit $failed

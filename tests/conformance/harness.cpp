@@ -1,0 +1,205 @@
+#include "harness.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string_view>
+
+namespace ferry_test {
+
+// Messages a device's sink received; shared with the sink, which may outlive the test.
+class MessageLog {
+ public:
+  void add(ferry::MessageSeverity severity, std::string_view text) {
+    const std::lock_guard lock(mutex_);
+    if (severity != ferry::MessageSeverity::info) ++problems_;
+    messages_.emplace_back(severity, std::string(text));
+  }
+  std::uint64_t problems() const {
+    const std::lock_guard lock(mutex_);
+    return problems_;
+  }
+  std::string warnings_and_errors() const {
+    const std::lock_guard lock(mutex_);
+    std::ostringstream text;
+    for (const auto& [severity, message] : messages_) {
+      if (severity == ferry::MessageSeverity::info) continue;
+      text << (severity == ferry::MessageSeverity::error ? "[error] " : "[warning] ") << message
+           << "\n";
+    }
+    return text.str();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::uint64_t problems_ = 0;
+  std::vector<std::pair<ferry::MessageSeverity, std::string>> messages_;
+};
+
+namespace {
+
+std::string lowercase_trimmed(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// A comma-separated list from the environment; nullopt-like empty flag when the variable is unset.
+struct NameList {
+  bool set = false;
+  std::set<std::string> names;
+  bool contains(const std::string& name) const { return names.count(name) != 0; }
+};
+
+NameList env_list(const char* variable) {
+  NameList list;
+  const char* value = std::getenv(variable);
+  if (value == nullptr) return list;
+  list.set = true;
+  std::string_view rest(value);
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string name = lowercase_trimmed(rest.substr(0, comma));
+    if (!name.empty()) list.names.insert(name);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return list;
+}
+
+// Probing a backend may be slow (Vulkan creates an instance), and every subcase re-enters the
+// test body: probe once per process.
+const std::vector<ferry::BackendInfo>& compiled_backends() {
+  static const std::vector<ferry::BackendInfo> backends = ferry::list_backends();
+  return backends;
+}
+
+ferry::DeviceOptions options_for(const std::shared_ptr<MessageLog>& log) {
+  ferry::DeviceOptions options;
+  options.validation = true;
+  options.message_sink = [log](ferry::MessageSeverity severity, std::string_view text) {
+    log->add(severity, text);
+  };
+  return options;
+}
+
+// After a backend's run: drain the devices, then fail on any validation message.
+void finish(BackendUnderTest& run) {
+  std::vector<ferry::Device*> devices{&run.device};
+  for (ferry::Device& extra : run.extra_devices) devices.push_back(&extra);
+  for (ferry::Device* device : devices) {
+    if (!*device || !device->is_open()) continue;
+    CHECK_OK(device->wait_idle(kLongWait));
+  }
+  std::uint64_t counted = 0;
+  for (ferry::Device* device : devices) {
+    if (*device) counted += device->validation_message_count();
+  }
+  const std::uint64_t received = run.log->problems();
+  CHECK_MESSAGE(counted == 0, "validation messages:\n" << run.log->warnings_and_errors());
+  CHECK_MESSAGE(received == 0, "warnings/errors sent to the message sink:\n"
+                                   << run.log->warnings_and_errors());
+}
+
+void run_backend(const ferry::BackendInfo& info, bool required, std::size_t backend_index,
+                 const BackendTest& test) {
+  const std::string name(ferry::to_string(info.backend));
+  if (!info.available) {
+    if (required) {
+      FAIL_CHECK("backend " << name
+                            << " is unavailable but FERRY_REQUIRE names it: " << info.reason);
+    } else {
+      MESSAGE("skipping backend " << name << ": " << info.reason);
+    }
+    return;
+  }
+
+  BackendUnderTest run;
+  run.backend = info.backend;
+  run.seed = base_seed() + 0x9E3779B97F4A7C15ull * (backend_index + 1);
+  run.rng.seed(run.seed);
+  run.log = std::make_shared<MessageLog>();
+  run.options = options_for(run.log);
+  INFO("backend ", name, ", FERRY_TEST_SEED=", base_seed());
+
+  ferry::Result<ferry::Device> device = ferry::Device::open(name, 0, run.options);
+  if (!device.ok()) {
+    // The backend said it is available: failing to open it is a failure, required or not.
+    FAIL_CHECK("backend " << name << " is available but Device::open failed: "
+                          << device.status().to_string());
+    return;
+  }
+  run.device = std::move(device).value();
+
+  try {
+    test(run);
+  } catch (...) {
+    finish(run);
+    throw;
+  }
+  finish(run);
+}
+
+}  // namespace
+
+std::uint64_t base_seed() {
+  static const std::uint64_t seed = [] {
+    std::uint64_t value = 0;
+    if (const char* text = std::getenv("FERRY_TEST_SEED"); text != nullptr && *text != '\0') {
+      value = std::strtoull(text, nullptr, 0);
+    } else {
+      std::random_device device;
+      value = (static_cast<std::uint64_t>(device()) << 32) ^ device();
+    }
+    std::cerr << "ferry conformance: seed " << value << " (FERRY_TEST_SEED=" << value
+              << " repeats this run's inputs)\n";
+    return value;
+  }();
+  return seed;
+}
+
+ferry::Result<ferry::Device> BackendUnderTest::open_another() {
+  FERRY_ASSIGN_OR_RETURN(ferry::Device other,
+                         ferry::Device::open(ferry::to_string(backend), 0, options));
+  extra_devices.push_back(other);
+  return other;
+}
+
+ferry::Result<ferry::Device> BackendUnderTest::open_cpu_reference() {
+  FERRY_ASSIGN_OR_RETURN(ferry::Device reference, ferry::Device::open("cpu", 0, options));
+  extra_devices.push_back(reference);
+  return reference;
+}
+
+void for_each_backend(const BackendTest& test) {
+  const NameList selected = env_list("FERRY_BACKENDS");
+  const NameList required = env_list("FERRY_REQUIRE");
+  const auto& backends = compiled_backends();
+  for (std::size_t i = 0; i < backends.size(); ++i) {
+    const std::string name(ferry::to_string(backends[i].backend));
+    const bool is_required = required.contains(name);
+    // A required backend runs even when FERRY_BACKENDS leaves it out.
+    if (selected.set && !selected.contains(name) && !is_required) continue;
+    SUBCASE(name.c_str()) { run_backend(backends[i], is_required, i, test); }
+  }
+  for (const std::string& name : required.names) {
+    const bool compiled_in = std::any_of(backends.begin(), backends.end(), [&](const auto& b) {
+      return ferry::to_string(b.backend) == name;
+    });
+    if (compiled_in) continue;
+    SUBCASE(name.c_str()) {
+      FAIL_CHECK("FERRY_REQUIRE names backend '" << name << "', which is not compiled in");
+    }
+  }
+}
+
+}  // namespace ferry_test

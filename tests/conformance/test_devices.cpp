@@ -1,0 +1,223 @@
+// Device listing, opening, device info, close() and mixing objects of two devices.
+#include <algorithm>
+#include <cstring>
+
+#include "device_io.hpp"
+#include "harness.hpp"
+#include "test_data.hpp"
+
+using ferry::Backend;
+using ferry::Buffer;
+using ferry::CommandList;
+using ferry::Device;
+using ferry::ErrorCode;
+using ferry::MemoryKind;
+using ferry::QueueKind;
+using ferry_test::BackendUnderTest;
+
+TEST_CASE("list_backends has the CPU reference, available, with one device") {
+  const std::vector<ferry::BackendInfo> backends = ferry::list_backends();
+  const auto cpu = std::find_if(backends.begin(), backends.end(),
+                                [](const auto& b) { return b.backend == Backend::cpu; });
+  REQUIRE(cpu != backends.end());
+  CHECK(cpu->available);
+  CHECK(cpu->reason.empty());
+  REQUIRE(cpu->devices.size() == 1);
+  CHECK(cpu->devices[0].backend == Backend::cpu);
+  CHECK(cpu->devices[0].index == 0);
+  CHECK(cpu->devices[0].is_cpu);
+  CHECK_FALSE(cpu->devices[0].name.empty());
+
+  for (const ferry::BackendInfo& backend : backends) {
+    INFO("backend ", ferry::to_string(backend.backend));
+    // Each backend is listed once; unavailable ones say why.
+    CHECK(std::count_if(backends.begin(), backends.end(),
+                        [&](const auto& b) { return b.backend == backend.backend; }) == 1);
+    if (backend.available) {
+      CHECK_FALSE(backend.devices.empty());
+    } else {
+      CHECK_FALSE(backend.reason.empty());
+      MESSAGE(ferry::to_string(backend.backend), " unavailable: ", backend.reason);
+    }
+    for (std::size_t i = 0; i < backend.devices.size(); ++i) {
+      CHECK(backend.devices[i].backend == backend.backend);
+      CHECK(backend.devices[i].index == static_cast<int>(i));
+    }
+  }
+}
+
+TEST_CASE("open: auto picks an available backend; bad names and indices are errors") {
+  const ferry::Result<Device> any = Device::open("auto");
+  REQUIRE_OK(any);
+  CHECK(any->is_open());
+  const auto backends = ferry::list_backends();
+  const auto chosen = std::find_if(backends.begin(), backends.end(),
+                                   [&](const auto& b) { return b.backend == any->backend(); });
+  REQUIRE(chosen != backends.end());
+  CHECK(chosen->available);
+  // "auto" prefers cuda, then vulkan, then cpu.
+  for (const Backend better : {Backend::cuda, Backend::vulkan}) {
+    if (better == any->backend()) break;
+    const auto it = std::find_if(backends.begin(), backends.end(),
+                                 [&](const auto& b) { return b.backend == better; });
+    if (it != backends.end()) {
+      CHECK_MESSAGE(!it->available, "auto chose " << ferry::to_string(any->backend()) << " over "
+                                                  << ferry::to_string(better));
+    }
+  }
+
+  CHECK_ERROR(Device::open("nope"), ErrorCode::invalid_argument);
+  CHECK_ERROR(Device::open(""), ErrorCode::invalid_argument);
+  CHECK_ERROR(Device::open("cpu", 7), ErrorCode::out_of_range);
+  CHECK_ERROR(Device::open("cpu", -1), ErrorCode::out_of_range);
+  for (const ferry::BackendInfo& backend : backends) {
+    if (!backend.available) {
+      CHECK_ERROR(Device::open(ferry::to_string(backend.backend)), ErrorCode::unavailable);
+      continue;
+    }
+    CHECK_ERROR(
+        Device::open(ferry::to_string(backend.backend), static_cast<int>(backend.devices.size())),
+        ErrorCode::out_of_range);
+  }
+}
+
+TEST_CASE("device info: three queues assigned, memory reported") {
+  ferry_test::for_each_backend([](BackendUnderTest& t) {
+    const ferry::DeviceInfo& info = t.device.info();
+    CHECK(info.backend == t.backend);
+    CHECK(t.device.backend() == t.backend);
+    CHECK(info.index == 0);
+    CHECK_FALSE(info.name.empty());
+    CHECK(t.device.is_open());
+    CHECK(info.device_memory_bytes > 0);
+    CHECK(info.host_visible_memory_bytes > 0);
+    CHECK_FALSE(info.driver.empty());
+    MESSAGE(info.name, " (", info.driver, "), ", info.device_memory_bytes >> 20,
+            " MiB device memory");
+    REQUIRE(info.queues.size() == static_cast<std::size_t>(ferry::kQueueKindCount));
+    for (int k = 0; k < ferry::kQueueKindCount; ++k) {
+      const auto kind = static_cast<QueueKind>(k);
+      CHECK(info.queues[static_cast<std::size_t>(k)].kind == kind);
+      CHECK(t.device.queue(kind).kind() == kind);
+      CHECK(static_cast<bool>(t.device.queue(kind)));
+      if (!info.queue_families.empty()) {
+        const auto family = info.queues[static_cast<std::size_t>(k)].family;
+        const auto match = std::find_if(info.queue_families.begin(), info.queue_families.end(),
+                                        [&](const auto& f) { return f.index == family; });
+        REQUIRE(match != info.queue_families.end());
+        CHECK(info.queues[static_cast<std::size_t>(k)].index < match->queue_count);
+        if (kind == QueueKind::compute) CHECK(match->compute);
+      }
+    }
+    // Info matches the listing.
+    const auto backends = ferry::list_backends();
+    for (const auto& backend : backends) {
+      if (backend.backend != t.backend) continue;
+      REQUIRE_FALSE(backend.devices.empty());
+      CHECK(backend.devices[0].name == info.name);
+    }
+  });
+}
+
+TEST_CASE("a closed device refuses every use with device_closed; submitted work completes") {
+  ferry_test::for_each_backend([](BackendUnderTest& t) {
+    Device device = REQUIRE_VALUE(t.open_another());
+    const std::uint64_t size = 4099;
+    const std::vector<std::byte> data = ferry_test::random_bytes(t.rng, size);
+
+    Buffer upload = REQUIRE_VALUE(device.create_buffer(size, MemoryKind::host_upload));
+    std::memcpy(REQUIRE_VALUE(upload.host_span()).data(), data.data(), size);
+    Buffer target = REQUIRE_VALUE(device.create_buffer(size));
+    ferry::Timeline timeline = REQUIRE_VALUE(device.create_timeline());
+    ferry::StagingPool pool = REQUIRE_VALUE(device.create_staging_pool(ferry_test::small_pool()));
+
+    // Work in flight at close() completes: close drains the queues first.
+    CommandList commands;
+    REQUIRE_OK(commands.copy(upload, 0, target, 0, size));
+    const ferry::TimelinePoint done =
+        REQUIRE_VALUE(device.queue(QueueKind::upload)
+                          .submit(std::move(commands), {.wait = {}, .signal = {{timeline, 1}}}));
+
+    const Device other_handle = device;  // copies share the device
+    REQUIRE_OK(device.close(ferry_test::kLongWait));
+    CHECK(done.timeline.value() >= done.value);
+    CHECK(timeline.value() == 1);
+    CHECK_FALSE(device.is_open());
+    CHECK_FALSE(other_handle.is_open());
+
+    CHECK_ERROR(device.create_buffer(16), ErrorCode::device_closed);
+    CHECK_ERROR(other_handle.create_buffer(16), ErrorCode::device_closed);
+    CHECK_ERROR(device.create_timeline(), ErrorCode::device_closed);
+    CHECK_ERROR(device.create_staging_pool(ferry_test::small_pool()), ErrorCode::device_closed);
+    CHECK_ERROR(device.wait_idle(), ErrorCode::device_closed);
+    CHECK_ERROR(upload.host_span(), ErrorCode::device_closed);
+    CHECK_ERROR(pool.acquire(16), ErrorCode::device_closed);
+    CHECK_ERROR(pool.try_acquire(16), ErrorCode::device_closed);
+    CHECK_ERROR(timeline.signal(5), ErrorCode::device_closed);
+    CHECK_ERROR(timeline.wait(1, std::chrono::milliseconds(10)), ErrorCode::device_closed);
+    CHECK_ERROR(device.queue(QueueKind::compute).wait_idle(), ErrorCode::device_closed);
+
+    // Recording with its buffers or submitting to its queues: refused at one point or the other.
+    CommandList late;
+    const ferry::Status recorded = late.copy(upload, 0, target, 0, size);
+    if (!recorded.ok()) {
+      CHECK(recorded.code() == ErrorCode::device_closed);
+    } else {
+      CHECK_ERROR(device.queue(QueueKind::upload).submit(std::move(late)),
+                  ErrorCode::device_closed);
+    }
+    CHECK_ERROR(device.queue(QueueKind::upload).submit(CommandList{}), ErrorCode::device_closed);
+    CHECK(device.validation_message_count() == 0);
+
+    // The other device of the same backend is unaffected.
+    CHECK(t.device.is_open());
+    CHECK_OK(t.device.create_buffer(16));
+  });
+}
+
+TEST_CASE("objects of two devices cannot be mixed") {
+  ferry_test::for_each_backend([](BackendUnderTest& t) {
+    Device other = REQUIRE_VALUE(t.open_another());
+    const std::uint64_t size = 1000;
+    const std::vector<std::byte> data = ferry_test::random_bytes(t.rng, size);
+    Buffer mine = REQUIRE_VALUE(ferry_test::device_buffer_with(t.device, data));
+    Buffer theirs = REQUIRE_VALUE(other.create_buffer(size));
+    ferry::Timeline their_timeline = REQUIRE_VALUE(other.create_timeline());
+    ferry::StagingPool their_pool =
+        REQUIRE_VALUE(other.create_staging_pool(ferry_test::small_pool()));
+
+    CommandList commands;
+    CHECK_ERROR(commands.copy(mine, 0, theirs, 0, size), ErrorCode::invalid_argument);
+    CHECK_ERROR(commands.copy(theirs, 0, mine, 0, size), ErrorCode::invalid_argument);
+    CHECK(commands.empty());
+
+    // A list recorded for one device goes only to that device's queues.
+    CommandList for_other;
+    REQUIRE_OK(for_other.copy(theirs, 0, theirs, 500, 100));
+    CHECK_ERROR(t.device.queue(QueueKind::compute).submit(std::move(for_other)),
+                ErrorCode::invalid_argument);
+
+    // A lease of the other device's pool.
+    ferry::Lease their_lease = REQUIRE_VALUE(their_pool.acquire(size));
+    CommandList with_lease;
+    CHECK_ERROR(with_lease.copy(their_lease, 0, mine, 0, size), ErrorCode::invalid_argument);
+
+    // A timeline of the other device in the sync of a submission.
+    ferry::Timeline my_timeline = REQUIRE_VALUE(t.device.create_timeline());
+    CommandList good;
+    REQUIRE_OK(good.copy(mine, 0, mine, 500, 100));
+    CHECK_ERROR(
+        t.device.queue(QueueKind::compute)
+            .submit(std::move(good), {.wait = {{their_timeline, 0}}, .signal = {{my_timeline, 1}}}),
+        ErrorCode::invalid_argument);
+    CHECK_ERROR(my_timeline.wait(1, std::chrono::seconds(5)), ErrorCode::timeline_failed);
+
+    // The pageable path checks the pool's device too.
+    CHECK_ERROR(ferry::upload(t.device.queue(QueueKind::upload), their_pool, data, mine, 0),
+                ErrorCode::invalid_argument);
+
+    // Nothing above touched the data.
+    const auto back = REQUIRE_VALUE(ferry_test::read_bytes(t.device, mine, 0, size));
+    ferry_test::check_bytes_equal(back, data, "buffer after rejected mixed-device calls");
+  });
+}
