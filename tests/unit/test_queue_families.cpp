@@ -194,3 +194,40 @@ TEST_CASE("queue families: degenerate devices are rejected with a reason") {
     CHECK_FALSE(plan_queues(families).ok());
   }
 }
+
+TEST_CASE("queue families: FERRY_VULKAN_QUEUES overrides chosen queues and rejects bad specs") {
+  const std::vector<QueueFamilyInfo> families = {
+      family(0, 16, true, true, true),
+      family(1, 2, false, false, true),
+      family(2, 8, false, true, true),
+      family(3, 7, false, false, true),
+      family(4, 1, false, false, true),
+  };
+  const auto plan = plan_queues(families);
+  REQUIRE(plan.ok());
+
+  const auto moved = override_queues(families, *plan, "download=3.0,compute=2.1");
+  REQUIRE(moved.ok());
+  check_queue(*moved, QueueKind::compute, 2, 1, false);
+  check_queue(*moved, QueueKind::upload, 1, 0, false);
+  check_queue(*moved, QueueKind::download, 3, 0, false);
+  CHECK(moved->family_indices() == std::vector<std::uint32_t>{1, 2, 3});
+  check_creation_matches(*moved);
+
+  const auto shared = override_queues(families, *plan, "upload=1.1");
+  REQUIRE(shared.ok());
+  check_queue(*shared, QueueKind::upload, 1, 1, true);
+  check_queue(*shared, QueueKind::download, 1, 1, true);
+
+  for (const char* bad : {"upload=5.0", "upload=4.1", "upload", "upload=1", "copy=1.0",
+                          "compute=1.0", "upload=a.b", "upload=1.0,"}) {
+    CAPTURE(bad);
+    const auto result = override_queues(families, *plan, bad);
+    if (std::string_view(bad) == "upload=1.0,") {
+      CHECK(result.ok());  // a trailing comma is harmless
+      continue;
+    }
+    REQUIRE_FALSE(result.ok());
+    CHECK(result.status().code() == ErrorCode::invalid_argument);
+  }
+}

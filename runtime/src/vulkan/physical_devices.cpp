@@ -1,5 +1,6 @@
 #include "vulkan/physical_devices.hpp"
 
+#include <cstdlib>
 #include <algorithm>
 #include <cstring>
 
@@ -34,6 +35,46 @@ Result<bool> has_device_extension(VkPhysicalDevice device, const char* name) {
     if (std::strcmp(extensions[i].extensionName, name) == 0) return true;
   }
   return false;
+}
+
+// Whether ferry's buffers (kBufferUsage) can live in imported host allocations: the extension,
+// importable, and not dedicated-only (host-pointer imports cannot be dedicated allocations).
+Result<HostMemoryImport> describe_host_memory_import(VkPhysicalDevice handle) {
+  HostMemoryImport import;
+  FERRY_ASSIGN_OR_RETURN(const bool extension,
+                         has_device_extension(handle, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME));
+  if (!extension) {
+    import.unsupported_reason = "the device lacks VK_EXT_external_memory_host";
+    return import;
+  }
+  VkPhysicalDeviceExternalMemoryHostPropertiesEXT host_properties{};
+  host_properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT;
+  VkPhysicalDeviceProperties2 properties{};
+  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties.pNext = &host_properties;
+  vkGetPhysicalDeviceProperties2(handle, &properties);
+  import.pointer_alignment = host_properties.minImportedHostPointerAlignment;
+
+  VkPhysicalDeviceExternalBufferInfo buffer_info{};
+  buffer_info.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO;
+  buffer_info.usage = kBufferUsage;
+  buffer_info.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+  VkExternalBufferProperties buffer_properties{};
+  buffer_properties.sType = VK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES;
+  vkGetPhysicalDeviceExternalBufferProperties(handle, &buffer_info, &buffer_properties);
+  const VkExternalMemoryFeatureFlags features =
+      buffer_properties.externalMemoryProperties.externalMemoryFeatures;
+  if ((features & VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT) == 0) {
+    import.unsupported_reason = "the device cannot import host allocations as buffer memory";
+  } else if ((features & VK_EXTERNAL_MEMORY_FEATURE_DEDICATED_ONLY_BIT) != 0) {
+    import.unsupported_reason =
+        "the device imports host allocations only as dedicated allocations";
+  } else if (import.pointer_alignment == 0) {
+    import.unsupported_reason = "the device reports no minImportedHostPointerAlignment";
+  } else {
+    import.supported = true;
+  }
+  return import;
 }
 
 void describe_memory(VkPhysicalDevice handle, PhysicalDevice& device) {
@@ -144,7 +185,12 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
 
   Result<QueuePlan> plan = plan_queues(device.info.queue_families);
   if (!plan.ok()) return plan.status().message();
+  if (const char* spec = std::getenv("FERRY_VULKAN_QUEUES"); spec != nullptr && spec[0] != '\0') {
+    plan = override_queues(device.info.queue_families, *plan, spec);
+    if (!plan.ok()) return plan.status().message();
+  }
   device.queue_plan = std::move(plan).value();
+  FERRY_ASSIGN_OR_RETURN(device.host_memory_import, describe_host_memory_import(handle));
   device.info.queues.assign(device.queue_plan.queues.begin(), device.queue_plan.queues.end());
   return std::string();
 }

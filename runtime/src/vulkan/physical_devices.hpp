@@ -11,6 +11,7 @@
 #include "ferry/status.hpp"
 #include "vulkan/memory_types.hpp"
 #include "vulkan/queue_families.hpp"
+#include "vulkan/vk_context.hpp"
 
 namespace ferry::vulkan {
 
@@ -24,6 +25,7 @@ struct PhysicalDevice {
   std::uint64_t max_buffer_size = 0;
   std::vector<MemoryTypeInfo> memory_types;       // indexed like VkPhysicalDeviceMemoryProperties
   std::uint32_t unusable_memory_type_bits = 0;    // protected / lazily allocated / AMD-specific
+  HostMemoryImport host_memory_import;            // optional: for register_host_memory
 };
 
 struct PhysicalDeviceList {

@@ -1,6 +1,7 @@
 #include "vulkan/queue_families.hpp"
 
 #include <algorithm>
+#include <string>
 
 namespace ferry::vulkan {
 namespace {
@@ -18,6 +19,29 @@ bool can_transfer(const QueueFamilyInfo& family) {
 
 bool is_transfer_only(const QueueFamilyInfo& family) {
   return family.transfer && !family.compute && !family.graphics;
+}
+
+
+QueuePlan make_plan(const std::array<QueueSlot, kQueueKindCount>& slots) {
+  QueuePlan plan;
+  for (std::size_t kind = 0; kind < slots.size(); ++kind) {
+    QueueAssignment& assignment = plan.queues[kind];
+    assignment.kind = static_cast<QueueKind>(kind);
+    assignment.family = slots[kind].family;
+    assignment.index = slots[kind].index;
+    assignment.shared = std::count(slots.begin(), slots.end(), slots[kind]) > 1;
+
+    auto existing = std::find_if(plan.families.begin(), plan.families.end(),
+                                 [&](const auto& f) { return f.family == slots[kind].family; });
+    if (existing == plan.families.end()) {
+      plan.families.push_back({slots[kind].family, slots[kind].index + 1});
+    } else {
+      existing->queue_count = std::max(existing->queue_count, slots[kind].index + 1);
+    }
+  }
+  std::sort(plan.families.begin(), plan.families.end(),
+            [](const auto& a, const auto& b) { return a.family < b.family; });
+  return plan;
 }
 
 }  // namespace
@@ -60,27 +84,50 @@ Result<QueuePlan> plan_queues(std::span<const QueueFamilyInfo> families) {
 
   const QueueSlot upload = transfer_slots.empty() ? compute : transfer_slots[0];
   const QueueSlot download = transfer_slots.size() < 2 ? upload : transfer_slots[1];
+  return make_plan({compute, upload, download});
+}
 
-  QueuePlan plan;
-  const std::array<QueueSlot, kQueueKindCount> slots{compute, upload, download};
+Result<QueuePlan> override_queues(std::span<const QueueFamilyInfo> families, const QueuePlan& plan,
+                                  std::string_view spec) {
+  std::array<QueueSlot, kQueueKindCount> slots{};
   for (std::size_t kind = 0; kind < slots.size(); ++kind) {
-    QueueAssignment& assignment = plan.queues[kind];
-    assignment.kind = static_cast<QueueKind>(kind);
-    assignment.family = slots[kind].family;
-    assignment.index = slots[kind].index;
-    assignment.shared = std::count(slots.begin(), slots.end(), slots[kind]) > 1;
-
-    auto existing = std::find_if(plan.families.begin(), plan.families.end(),
-                                 [&](const auto& f) { return f.family == slots[kind].family; });
-    if (existing == plan.families.end()) {
-      plan.families.push_back({slots[kind].family, slots[kind].index + 1});
-    } else {
-      existing->queue_count = std::max(existing->queue_count, slots[kind].index + 1);
-    }
+    slots[kind] = {plan.queues[kind].family, plan.queues[kind].index};
   }
-  std::sort(plan.families.begin(), plan.families.end(),
-            [](const auto& a, const auto& b) { return a.family < b.family; });
-  return plan;
+  while (!spec.empty()) {
+    const std::size_t comma = spec.find(',');
+    const std::string_view item = spec.substr(0, comma);
+    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
+    const std::size_t equals = item.find('=');
+    const std::size_t dot = equals == std::string_view::npos ? equals : item.find('.', equals);
+    auto bad = [&](const char* why) {
+      return Status(ErrorCode::invalid_argument,
+                    "FERRY_VULKAN_QUEUES: '" + std::string(item) + "': " + why +
+                        " (expected e.g. upload=1.0,download=3.0)");
+    };
+    if (dot == std::string_view::npos) return bad("malformed");
+    int kind = -1;
+    for (int k = 0; k < kQueueKindCount; ++k) {
+      if (item.substr(0, equals) == to_string(static_cast<QueueKind>(k))) kind = k;
+    }
+    if (kind < 0) return bad("unknown queue");
+    const std::string family_text(item.substr(equals + 1, dot - equals - 1));
+    const std::string index_text(item.substr(dot + 1));
+    if (family_text.empty() || index_text.empty() ||
+        family_text.find_first_not_of("0123456789") != std::string::npos ||
+        index_text.find_first_not_of("0123456789") != std::string::npos) {
+      return bad("not numbers");
+    }
+    const QueueSlot slot{static_cast<std::uint32_t>(std::stoul(family_text)),
+                         static_cast<std::uint32_t>(std::stoul(index_text))};
+    const auto family = std::find_if(families.begin(), families.end(),
+                                     [&](const QueueFamilyInfo& f) { return f.index == slot.family; });
+    if (family == families.end() || slot.index >= family->queue_count) return bad("no such queue");
+    if (kind == static_cast<int>(QueueKind::compute) && !family->compute) {
+      return bad("family has no compute");
+    }
+    slots[static_cast<std::size_t>(kind)] = slot;
+  }
+  return make_plan(slots);
 }
 
 }  // namespace ferry::vulkan

@@ -3,14 +3,15 @@
 //
 // Compute goes to the first family with COMPUTE. Upload and download prefer queues of
 // transfer-only families (the copy engines: NVIDIA's family 1 has two, so upload gets (1,0) and
-// download (1,1)); then other queues of other families; then further queues of the compute family;
-// and when nothing is left they share: upload shares compute's queue, download shares upload's
-// (lavapipe has one family with one queue, so all three share it).
+// download (1,1)); then other queues of other families; then further queues of the compute
+// family; and when nothing is left they share: upload shares compute's queue, download shares
+// upload's (lavapipe has one family with one queue, so all three share it).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "ferry/device.hpp"
@@ -39,5 +40,11 @@ struct QueuePlan {
 
 // ErrorCode::unavailable when no family supports compute.
 Result<QueuePlan> plan_queues(std::span<const QueueFamilyInfo> families);
+
+// Replaces assignments from a spec like "upload=1.0,download=3.0" (queue=family.index), for
+// measuring other layouts (environment variable FERRY_VULKAN_QUEUES). invalid_argument when the
+// spec names a queue or family that does not exist.
+Result<QueuePlan> override_queues(std::span<const QueueFamilyInfo> families, const QueuePlan& plan,
+                                  std::string_view spec);
 
 }  // namespace ferry::vulkan

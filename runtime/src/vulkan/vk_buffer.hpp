@@ -1,4 +1,5 @@
-// A VkBuffer with its own VkDeviceMemory, persistently mapped for host memory kinds.
+// A VkBuffer with its own VkDeviceMemory, persistently mapped for host memory kinds; or a VkBuffer
+// over host memory the caller owns, imported with VK_EXT_external_memory_host.
 #pragma once
 
 #include <volk.h>
@@ -20,6 +21,14 @@ class VulkanBuffer final : public backend::BackendBuffer {
   static Result<std::unique_ptr<VulkanBuffer>> create(const DeviceContext& context,
                                                       std::uint64_t size, MemoryKind kind);
 
+  // Imports `size` bytes at `data` (host_upload or host_readback) in place; host_data() is
+  // `data`, and destruction releases the import without freeing the memory. ErrorCode::
+  // unavailable without VK_EXT_external_memory_host; ErrorCode::invalid_argument, naming the
+  // alignment, unless `data` and `size` are multiples of it.
+  static Result<std::unique_ptr<VulkanBuffer>> import_host(const DeviceContext& context,
+                                                           std::byte* data, std::uint64_t size,
+                                                           MemoryKind kind);
+
   VulkanBuffer(const VulkanBuffer&) = delete;
   VulkanBuffer& operator=(const VulkanBuffer&) = delete;
   ~VulkanBuffer() override;
@@ -30,6 +39,12 @@ class VulkanBuffer final : public backend::BackendBuffer {
 
  private:
   explicit VulkanBuffer(const DeviceContext& context) : context_(context) {}
+  // The VkBuffer of buffer_size bytes (size: what the caller asked for, for errors); `next`
+  // extends its VkBufferCreateInfo.
+  Status create_handle(std::uint64_t buffer_size, std::uint64_t size, MemoryKind kind,
+                       const void* next);
+  Status allocate_and_bind(const VkMemoryAllocateInfo& allocate_info, std::uint64_t size,
+                           MemoryKind kind);
 
   const DeviceContext& context_;
   VkBuffer buffer_ = VK_NULL_HANDLE;

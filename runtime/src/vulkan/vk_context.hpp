@@ -6,12 +6,25 @@
 #include <volk.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "vulkan/fill_plan.hpp"
 #include "vulkan/memory_types.hpp"
 
 namespace ferry::vulkan {
+
+// Every ferry buffer: a copy source and target, and a storage buffer for the fill shader.
+inline constexpr VkBufferUsageFlags kBufferUsage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                                   VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                                   VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+
+// VK_EXT_external_memory_host as ferry uses it: host allocations imported as buffer memory.
+struct HostMemoryImport {
+  bool supported = false;               // on a VkDevice: the extension is enabled
+  std::string unsupported_reason;       // why not, when !supported
+  std::uint64_t pointer_alignment = 0;  // minImportedHostPointerAlignment
+};
 
 struct DeviceContext {
   VkPhysicalDevice physical = VK_NULL_HANDLE;
@@ -25,6 +38,7 @@ struct DeviceContext {
   // Distinct queue families in use; buffers are shared CONCURRENTly across them when > 1.
   std::vector<std::uint32_t> queue_families;
   FillLimits fill_limits;
+  HostMemoryImport host_memory_import;
 };
 
 }  // namespace ferry::vulkan

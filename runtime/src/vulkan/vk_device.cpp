@@ -50,14 +50,18 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
   features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   features.pNext = &features12;
 
-  const char* extensions[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  std::vector<const char*> extensions = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  // Optional: only register_host_memory needs it.
+  if (physical.host_memory_import.supported) {
+    extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+  }
   VkDeviceCreateInfo create_info{};
   create_info.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   create_info.pNext = &features;
   create_info.queueCreateInfoCount = static_cast<std::uint32_t>(queue_infos.size());
   create_info.pQueueCreateInfos = queue_infos.data();
-  create_info.enabledExtensionCount = 1;
-  create_info.ppEnabledExtensionNames = extensions;
+  create_info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
+  create_info.ppEnabledExtensionNames = extensions.data();
   FERRY_VK_RETURN_IF_ERROR(
       vkCreateDevice(physical.handle, &create_info, nullptr, &context_.device));
 
@@ -73,6 +77,7 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
   context_.fill_limits.max_group_count =
       std::min<std::uint32_t>(physical.limits.maxComputeWorkGroupCount[0], 65535);
   context_.fill_limits.workgroup_size = shaders::kFillWorkgroupSize;
+  context_.host_memory_import = physical.host_memory_import;
 
   for (std::size_t kind = 0; kind < queues_.size(); ++kind) {
     FERRY_RETURN_IF_ERROR(queues_[kind].create(context_, plan.queues[kind]));
@@ -95,6 +100,12 @@ VulkanDevice::~VulkanDevice() {
 Result<std::unique_ptr<backend::BackendBuffer>> VulkanDevice::create_buffer(std::uint64_t size,
                                                                             MemoryKind kind) {
   FERRY_ASSIGN_OR_RETURN(auto buffer, VulkanBuffer::create(context_, size, kind));
+  return std::unique_ptr<backend::BackendBuffer>(std::move(buffer));
+}
+
+Result<std::unique_ptr<backend::BackendBuffer>> VulkanDevice::register_host_memory(
+    std::byte* data, std::uint64_t size, MemoryKind kind) {
+  FERRY_ASSIGN_OR_RETURN(auto buffer, VulkanBuffer::import_host(context_, data, size, kind));
   return std::unique_ptr<backend::BackendBuffer>(std::move(buffer));
 }
 

@@ -29,6 +29,10 @@ class VulkanDevice final : public backend::BackendDevice {
   const DeviceInfo& info() const override { return info_; }
   Result<std::unique_ptr<backend::BackendBuffer>> create_buffer(std::uint64_t size,
                                                                 MemoryKind kind) override;
+  // Imports the memory with VK_EXT_external_memory_host (ErrorCode::unavailable without it).
+  Result<std::unique_ptr<backend::BackendBuffer>> register_host_memory(std::byte* data,
+                                                                       std::uint64_t size,
+                                                                       MemoryKind kind) override;
   Result<std::unique_ptr<backend::BackendTimeline>> create_timeline(
       std::uint64_t initial) override;
   Status submit(QueueKind queue, const backend::Submission& submission) override;
