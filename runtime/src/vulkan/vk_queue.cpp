@@ -115,6 +115,9 @@ Status LogicalQueue::submit(VkCommandBuffer command_buffer,
     return vk_status(submitted, "vkQueueSubmit2");
   }
   last_sequence_ = sequence;
+  for (const backend::TimelineValue& signal : signals) {
+    static_cast<VulkanTimeline*>(signal.timeline)->note_device_signal(signal.value);
+  }
   if (command_buffer != VK_NULL_HANDLE) in_flight_.push_back({sequence, command_buffer});
   return Status();
 }

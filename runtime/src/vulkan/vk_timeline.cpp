@@ -1,6 +1,7 @@
 #include "vulkan/vk_timeline.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "vulkan/vk_status.hpp"
@@ -29,6 +30,13 @@ Result<std::unique_ptr<VulkanTimeline>> VulkanTimeline::create(const DeviceConte
 }
 
 VulkanTimeline::~VulkanTimeline() {
+  // Core destroys a timeline once the submissions using it have reached their queue's progress
+  // value. That is another semaphore of the same batch, and a batch's signal operations are
+  // unordered: the implementation may still be signalling this one (lavapipe was seen touching a
+  // freed semaphore's mutex). Wait for our own last signal first; normally it is long reached.
+  if (const std::uint64_t last = last_device_signal_.load(std::memory_order_relaxed); last > 0) {
+    (void)host_wait(last, std::chrono::seconds(10));
+  }
   context_.vk.vkDestroySemaphore(context_.device, semaphore_, nullptr);
 }
 

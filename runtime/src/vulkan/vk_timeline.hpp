@@ -3,6 +3,7 @@
 
 #include <volk.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -29,6 +30,13 @@ class VulkanTimeline final : public backend::BackendTimeline {
   Status host_wait(std::uint64_t value, Timeout timeout) override;
 
   VkSemaphore handle() const noexcept { return semaphore_; }
+  // Called after a submission that signals `value` was accepted by vkQueueSubmit2.
+  void note_device_signal(std::uint64_t value) noexcept {
+    std::uint64_t seen = last_device_signal_.load(std::memory_order_relaxed);
+    while (seen < value &&
+           !last_device_signal_.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+    }
+  }
 
  private:
   VulkanTimeline(const DeviceContext& context, VkSemaphore semaphore)
@@ -36,6 +44,7 @@ class VulkanTimeline final : public backend::BackendTimeline {
 
   const DeviceContext& context_;
   VkSemaphore semaphore_ = VK_NULL_HANDLE;
+  std::atomic<std::uint64_t> last_device_signal_{0};
 };
 
 }  // namespace ferry::vulkan
