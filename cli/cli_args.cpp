@@ -1,0 +1,93 @@
+#include "cli_args.hpp"
+
+#include <cctype>
+#include <limits>
+
+namespace ferry::cli {
+
+std::string_view ArgReader::peek_name() const {
+  std::string_view arg = args_[pos_];
+  if (arg.starts_with("--")) {
+    if (std::size_t eq = arg.find('='); eq != std::string_view::npos) return arg.substr(0, eq);
+  }
+  return arg;
+}
+
+std::string ArgReader::take_flag() {
+  std::string_view arg = args_[pos_++];
+  if (arg.find('=') != std::string_view::npos) {
+    return "option '" + std::string(arg.substr(0, arg.find('='))) + "' takes no value";
+  }
+  return {};
+}
+
+Parsed<std::string_view> ArgReader::take_value() {
+  std::string_view arg = args_[pos_++];
+  if (std::size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+    return {arg.substr(eq + 1), {}};
+  }
+  if (pos_ >= args_.size()) {
+    return Parsed<std::string_view>::fail("option '" + std::string(arg) + "' needs a value");
+  }
+  return {args_[pos_++], {}};
+}
+
+Parsed<std::uint64_t> parse_count(std::string_view text, std::uint64_t max_value) {
+  if (text.empty()) return Parsed<std::uint64_t>::fail("expected a number, got ''");
+  std::uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') {
+      return Parsed<std::uint64_t>::fail("expected a number, got '" + std::string(text) + "'");
+    }
+    const auto digit = static_cast<std::uint64_t>(c - '0');
+    if (value > (max_value - digit) / 10) {
+      return Parsed<std::uint64_t>::fail("number too large: '" + std::string(text) +
+                                         "' (at most " + std::to_string(max_value) + ")");
+    }
+    value = value * 10 + digit;
+  }
+  return {value, {}};
+}
+
+Parsed<std::uint64_t> parse_size(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  std::string suffix;
+  for (char c : text.substr(digits)) suffix += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  int shift = 0;
+  if (suffix.empty() || suffix == "b") {
+    shift = 0;
+  } else if (suffix == "k" || suffix == "kb" || suffix == "kib") {
+    shift = 10;
+  } else if (suffix == "m" || suffix == "mb" || suffix == "mib") {
+    shift = 20;
+  } else if (suffix == "g" || suffix == "gb" || suffix == "gib") {
+    shift = 30;
+  } else {
+    return Parsed<std::uint64_t>::fail("bad size '" + std::string(text) +
+                                       "' (use a number with an optional K, M or G suffix)");
+  }
+  if (digits == 0) {
+    return Parsed<std::uint64_t>::fail("bad size '" + std::string(text) + "' (no number)");
+  }
+  Parsed<std::uint64_t> number =
+      parse_count(text.substr(0, digits), std::numeric_limits<std::uint64_t>::max() >> shift);
+  if (!number.ok()) return Parsed<std::uint64_t>::fail("bad size '" + std::string(text) + "': " + number.error);
+  if (*number.value == 0) return Parsed<std::uint64_t>::fail("size must be > 0: '" + std::string(text) + "'");
+  return {*number.value << shift, {}};
+}
+
+Parsed<std::vector<std::uint64_t>> parse_size_list(std::string_view text) {
+  std::vector<std::uint64_t> sizes;
+  while (true) {
+    const std::size_t comma = text.find(',');
+    Parsed<std::uint64_t> size = parse_size(text.substr(0, comma));
+    if (!size.ok()) return Parsed<std::vector<std::uint64_t>>::fail(size.error);
+    sizes.push_back(*size.value);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return {std::move(sizes), {}};
+}
+
+}  // namespace ferry::cli
