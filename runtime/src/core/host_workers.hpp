@@ -13,7 +13,7 @@ unsigned host_worker_count();
 // when all are done. body must not throw.
 void parallel_for(std::size_t count, unsigned threads, const std::function<void(std::size_t)>& body);
 
-// memcpy split over up to `threads` threads in pieces of at least 1 MiB.
+// memcpy split over up to `threads` threads in pieces of at least 512 KiB.
 void parallel_memcpy(void* dst, const void* src, std::size_t bytes, unsigned threads);
 
 }  // namespace ferry::detail

@@ -41,6 +41,14 @@ Status validate(const Queue& queue, const StagingPool& pool, const BufferRef& de
 Plan plan(const StagingPool& pool, std::uint64_t bytes, const TransferOptions& options) {
   Plan p;
   p.chunk = std::clamp<std::uint64_t>(options.chunk_bytes, kStagingAlignment, pool.options().slab_bytes);
+  // At least kMinChunks chunks (of at least kMinChunk bytes) so the host memcpy of one overlaps
+  // the DMA of another even for transfers of a few chunk sizes.
+  constexpr std::uint64_t kMinChunks = 4;
+  constexpr std::uint64_t kMinChunk = 2ull << 20;
+  const std::uint64_t spread = (bytes + kMinChunks - 1) / kMinChunks;
+  if (spread < p.chunk) {
+    p.chunk = std::max(std::min(p.chunk, kMinChunk), (spread + kStagingAlignment - 1) / kStagingAlignment * kStagingAlignment);
+  }
   p.count = (bytes + p.chunk - 1) / p.chunk;
   const unsigned available = detail::host_worker_count() + 1;
   p.threads = options.host_threads == 0 ? available : std::min(options.host_threads, available);
