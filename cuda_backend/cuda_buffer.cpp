@@ -8,16 +8,6 @@
 
 namespace ferry::backend::cuda {
 
-namespace {
-
-std::string bytes_text(std::uint64_t size) {
-  std::string text = std::to_string(size) + " bytes";
-  if (size >= (1ull << 20)) text += " (" + std::to_string(size >> 20) + " MiB)";
-  return text;
-}
-
-}  // namespace
-
 Result<std::unique_ptr<CudaBuffer>> CudaBuffer::allocate(int device, std::uint64_t size,
                                                          MemoryKind kind) {
   void* data = nullptr;
@@ -37,9 +27,8 @@ Result<std::unique_ptr<CudaBuffer>> CudaBuffer::allocate(int device, std::uint64
                           cudaHostAllocPortable | cudaHostAllocMapped);
   }
   if (error != cudaSuccess) {
-    Status status = cuda_status(error, std::string(call) + " of " + bytes_text(size) + " of " +
-                                           std::string(to_string(kind)) + " memory");
-    return status;
+    return cuda_status(error, std::string(call) + " of " + detail::describe_bytes(size) + " of " +
+                                  std::string(to_string(kind)) + " memory");
   }
   return std::unique_ptr<CudaBuffer>(
       new CudaBuffer(device, static_cast<std::byte*>(data), size, kind, false));
@@ -57,7 +46,7 @@ Result<std::unique_ptr<CudaBuffer>> CudaBuffer::register_host(int device, std::b
     (void)cudaHostUnregister(data);
     (void)cudaGetLastError();
     return Status(ErrorCode::unavailable,
-                  "cudaHostRegister: registered memory of " + bytes_text(size) +
+                  "cudaHostRegister: registered memory of " + detail::describe_bytes(size) +
                       " is not mapped at its host address on this device");
   }
   return std::unique_ptr<CudaBuffer>(new CudaBuffer(device, data, size, kind, true));

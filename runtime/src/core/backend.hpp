@@ -126,3 +126,10 @@ std::unique_ptr<Driver> create_vulkan_driver();
 std::unique_ptr<Driver> create_cuda_driver();
 
 }  // namespace ferry::backend
+
+namespace ferry::detail {
+
+// "12345 bytes (11.8 MiB)": sizes in error messages, the same wording in core and backends.
+std::string describe_bytes(std::uint64_t bytes);
+
+}  // namespace ferry::detail

@@ -148,9 +148,6 @@ void fail_timeline(TimelineState& timeline, std::uint64_t value, const Status& s
 // Takes the lock; for callers outside submission (e.g. a chunked transfer that gave up).
 void fail_points(const std::vector<TimelinePoint>& points, const Status& status);
 
-// Shared helpers for building error messages with sizes.
-std::string describe_bytes(std::uint64_t bytes);
-
 // A timeout turned into a point in time, so several waits can share one budget.
 class Deadline {
  public:
