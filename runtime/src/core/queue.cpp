@@ -130,6 +130,11 @@ void fail_timeline(TimelineState& timeline, std::uint64_t value, const Status& s
   }
 }
 
+void fail_unsent_signal(TimelineState& timeline, std::uint64_t value, const Status& status) {
+  // Never below what accepted submissions already promised: those still complete normally.
+  fail_timeline(timeline, std::max(value, timeline.promised + 1), status);
+}
+
 void fail_points(const std::vector<TimelinePoint>& points, const Status& status) {
   for (const auto& point : points) {
     if (!point.timeline) continue;
@@ -137,7 +142,7 @@ void fail_points(const std::vector<TimelinePoint>& points, const Status& status)
     std::shared_ptr<DeviceState> runtime;
     {
       std::lock_guard lock(state.device->mutex);
-      fail_timeline(state, std::max(point.value, state.submitted + 1), status);
+      fail_unsent_signal(state, point.value, status);
       runtime = state.device->runtime.lock();
       if (runtime) runtime->flush_held();
     }
@@ -355,8 +360,7 @@ Result<TimelinePoint> Queue::submit(CommandList&& commands, const SubmitSync& sy
       // Nothing was submitted; whoever waits for these signals must not hang.
       for (const auto& s : sync.signal) {
         if (!s.timeline || s.timeline.state()->device != device_->core) continue;
-        auto& state = *s.timeline.state();
-        detail::fail_timeline(state, std::max(s.value, state.promised + 1), status);
+        detail::fail_unsent_signal(*s.timeline.state(), s.value, status);
       }
       device_->flush_held();
     }

@@ -145,6 +145,9 @@ struct DeviceState {
 // Fails `timeline` from `value` on (core->mutex held). Held-back submissions waiting on it fail
 // at the next flush_held().
 void fail_timeline(TimelineState& timeline, std::uint64_t value, const Status& status);
+// Fails the signal of a submission that was never sent (core->mutex held), from `value` or, if
+// higher, just past what accepted submissions already promised.
+void fail_unsent_signal(TimelineState& timeline, std::uint64_t value, const Status& status);
 // Takes the lock; for callers outside submission (e.g. a chunked transfer that gave up).
 void fail_points(const std::vector<TimelinePoint>& points, const Status& status);
 
