@@ -46,16 +46,12 @@ std::string range_text(std::uint64_t offset, std::uint64_t size) {
   return text;
 }
 
-// Checks that `ref` is live, on an open device, and that [offset, offset + size) lies inside it.
+// Checks that `ref` is live and that [offset, offset + size) lies inside it.
 Status check_range(const BufferRef& ref, const char* call, const char* role,
                    std::uint64_t offset, std::uint64_t size) {
   if (!ref.buffer) {
     return Status(ErrorCode::released, std::string(call) + ": the " + role + " " + ref.what +
                                            " was released or moved from");
-  }
-  {
-    std::lock_guard lock(ref.buffer->device->mutex);
-    if (ref.buffer->device->closed) return ref.buffer->device->closed_error(call);
   }
   if (offset > ref.size || size > ref.size - offset) {
     return Status(ErrorCode::out_of_range, std::string(call) + ": " + role + " range " +
@@ -63,6 +59,11 @@ Status check_range(const BufferRef& ref, const char* call, const char* role,
                                                std::to_string(ref.size) + "-byte " + ref.what);
   }
   return Status();
+}
+
+Status check_open(detail::DeviceCore& device, const char* call) {
+  std::lock_guard lock(device.mutex);
+  return device.closed ? device.closed_error(call) : Status();
 }
 
 }  // namespace
@@ -81,6 +82,7 @@ Status CommandList::copy(const BufferRef& src, std::uint64_t src_offset, const B
     return Status(ErrorCode::invalid_argument,
                   "CommandList::copy: the list already holds commands for another device");
   }
+  FERRY_RETURN_IF_ERROR(check_open(*src.buffer->device, kCall));
   const std::uint64_t src_abs = src.base + src_offset;
   const std::uint64_t dst_abs = dst.base + dst_offset;
   if (src.buffer == dst.buffer && src_abs < dst_abs + size && dst_abs < src_abs + size) {
@@ -108,6 +110,7 @@ Status CommandList::fill(const BufferRef& dst, std::uint64_t offset, std::uint64
     return Status(ErrorCode::invalid_argument,
                   "CommandList::fill: the list already holds commands for another device");
   }
+  FERRY_RETURN_IF_ERROR(check_open(*dst.buffer->device, kCall));
   device_ = dst.buffer->device;
   RecordedCommand recorded;
   recorded.command = backend::FillCommand{dst.buffer->impl.get(), dst.base + offset, size, pattern};
@@ -296,20 +299,22 @@ Status DeviceState::accept(QueueState& queue, Submission&& submission) {
   return dispatched;
 }
 
-void DeviceState::retire() {
-  std::vector<Submission> done;  // destroyed after the lock is released
-  {
-    std::lock_guard lock(core->mutex);
-    for (auto& queue : queues) {
-      if (queue.in_flight.empty()) continue;
-      auto reached = queue.progress->impl->value();
-      if (!reached.ok()) continue;
-      while (!queue.in_flight.empty() && queue.in_flight.front().progress_value <= *reached) {
-        done.push_back(std::move(queue.in_flight.front()));
-        queue.in_flight.pop_front();
-      }
+void DeviceState::collect_completed(std::vector<Submission>& done) {
+  for (auto& queue : queues) {
+    if (queue.in_flight.empty()) continue;
+    auto reached = queue.progress->impl->value();
+    if (!reached.ok()) continue;
+    while (!queue.in_flight.empty() && queue.in_flight.front().progress_value <= *reached) {
+      done.push_back(std::move(queue.in_flight.front()));
+      queue.in_flight.pop_front();
     }
   }
+}
+
+void DeviceState::retire() {
+  std::vector<Submission> done;  // destroyed after the lock is released
+  std::lock_guard lock(core->mutex);
+  collect_completed(done);
 }
 
 std::optional<TimelinePoint> DeviceState::oldest_using(const PoolState* pool) {
@@ -345,8 +350,10 @@ Result<TimelinePoint> Queue::submit(CommandList&& commands, const SubmitSync& sy
   auto& queue = device_->queue(kind_);
   Status status;
   std::uint64_t progress_value = 0;
+  std::vector<detail::Submission> completed;  // released after the lock
   {
     std::lock_guard lock(core.mutex);
+    device_->collect_completed(completed);
     if (core.closed) {
       status = core.closed_error("Queue::submit");
     } else if (list_device && list_device != device_->core) {
@@ -366,7 +373,6 @@ Result<TimelinePoint> Queue::submit(CommandList&& commands, const SubmitSync& sy
     }
   }
   core.changed.notify_all();
-  device_->retire();
   if (!status.ok()) return status;
   return TimelinePoint{Timeline(queue.progress), progress_value};
 }

@@ -136,6 +136,9 @@ struct DeviceState {
   void flush_held();
   Status dispatch(QueueState& queue, Submission&& submission);
 
+  // Moves completed in-flight submissions to `done`, to be destroyed once the lock is released.
+  void collect_completed(std::vector<Submission>& done);
+
   // Without the lock: drops the resources of completed submissions.
   void retire();
   // The progress point of the oldest in-flight submission holding a lease of `pool`, if any.
