@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ferry/buffer.hpp"
+#include "ferry/normalize.hpp"
 #include "ferry/staging_pool.hpp"
 #include "ferry/status.hpp"
 #include "ferry/timeline.hpp"
@@ -56,6 +57,15 @@ class CommandList {
   // kernel on the compute queue (the Vulkan shader / CUDA kernel path).
   Status fill(const BufferRef& dst, std::uint64_t offset, std::uint64_t size,
               std::uint32_t pattern);
+
+  // Normalizes a batch of uint8 images (ferry/normalize.hpp): reads the batch described by
+  // params.input starting at src_offset of src, writes the output tensor, tightly packed, at
+  // dst_offset of dst (a multiple of the output element size). Either side may be device memory
+  // or host memory the device can read (a lease or host buffer: the kernel then reads it over
+  // the bus). Runs on the compute queue. Errors (nothing recorded): any invalid parameter (see
+  // resolve_normalize / normalize_factors), ranges outside src or dst, src and dst overlapping.
+  Status normalize(const BufferRef& src, std::uint64_t src_offset, const BufferRef& dst,
+                   std::uint64_t dst_offset, const NormalizeParams& params);
 
   bool empty() const noexcept;
   std::size_t size() const noexcept;

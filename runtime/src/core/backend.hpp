@@ -13,6 +13,7 @@
 //   submission's progress value is reached).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "ferry/device.hpp"
+#include "ferry/normalize.hpp"
 #include "ferry/status.hpp"
 #include "ferry/types.hpp"
 
@@ -60,7 +62,49 @@ struct FillCommand {
   std::uint32_t pattern = 0;
 };
 
-using Command = std::variant<CopyCommand, FillCommand>;
+// normalize (ferry/normalize.hpp) with everything resolved by core: the crop origin is folded
+// into src_offset, pitches are explicit, factors are computed. Output element (n, c, y, x), with
+// x < width and y < height, is
+//   convert(fma(float(src[src_offset + n*image_stride + c*channel_stride + y*row_stride
+//                          + x' * pixel_stride]), scale[c], bias[c]))
+// with x' = mirror ? width - 1 - x : x, stored at element index
+//   nchw: ((n * channels + c) * height + y) * width + x
+//   nhwc: ((n * height + y) * width + x) * channels + c
+// of dst, counted from dst_offset (a multiple of the element size). Core has checked that every
+// byte read lies in src, every element written lies in dst, and the two do not overlap.
+struct NormalizeCommand {
+  BackendBuffer* src = nullptr;
+  std::uint64_t src_offset = 0;
+  BackendBuffer* dst = nullptr;
+  std::uint64_t dst_offset = 0;
+  std::uint32_t batch = 0;
+  std::uint32_t channels = 0;
+  std::uint32_t height = 0;
+  std::uint32_t width = 0;
+  std::uint64_t image_stride = 0;
+  std::uint64_t channel_stride = 0;
+  std::uint64_t row_stride = 0;
+  std::uint32_t pixel_stride = 0;
+  bool mirror = false;
+  ElementType output_type = ElementType::float32;
+  ImageLayout output_layout = ImageLayout::nchw;
+  std::array<float, kMaxNormalizeChannels> scale{};
+  std::array<float, kMaxNormalizeChannels> bias{};
+
+  // Bytes from src_offset to one past the last byte read.
+  std::uint64_t input_span() const noexcept {
+    return std::uint64_t{batch - 1} * image_stride + std::uint64_t{channels - 1} * channel_stride +
+           std::uint64_t{height - 1} * row_stride + std::uint64_t{width - 1} * pixel_stride + 1;
+  }
+  std::uint64_t output_elements() const noexcept {
+    return std::uint64_t{batch} * channels * height * width;
+  }
+  std::uint64_t output_bytes() const noexcept {
+    return output_elements() * element_size(output_type);
+  }
+};
+
+using Command = std::variant<CopyCommand, FillCommand, NormalizeCommand>;
 
 struct TimelineValue {
   BackendTimeline* timeline = nullptr;

@@ -122,6 +122,75 @@ Status CommandList::fill(const BufferRef& dst, std::uint64_t offset, std::uint64
   return Status();
 }
 
+Status CommandList::normalize(const BufferRef& src, std::uint64_t src_offset,
+                              const BufferRef& dst, std::uint64_t dst_offset,
+                              const NormalizeParams& params) {
+  static constexpr const char* kCall = "CommandList::normalize";
+  // Parameter errors read "normalize: ..." (resolve_normalize's wording).
+  FERRY_ASSIGN_OR_RETURN(const NormalizeShape shape_value, resolve_normalize(params));
+  FERRY_ASSIGN_OR_RETURN(const NormalizeFactors factors_value, normalize_factors(params));
+  const NormalizeShape* shape = &shape_value;
+  const NormalizeFactors* factors = &factors_value;
+  FERRY_RETURN_IF_ERROR(check_range(src, kCall, "source", src_offset, shape->input_bytes));
+  FERRY_RETURN_IF_ERROR(check_range(dst, kCall, "destination", dst_offset, shape->output_bytes));
+  const std::uint32_t element = element_size(params.output_type);
+  if ((dst.base + dst_offset) % element != 0) {
+    return Status(ErrorCode::invalid_argument,
+                  std::string(kCall) + ": destination offset " +
+                      std::to_string(dst.base + dst_offset) + " is not a multiple of the " +
+                      std::to_string(element) + "-byte " +
+                      std::string(to_string(params.output_type)) + " element");
+  }
+  if (src.buffer->device != dst.buffer->device) {
+    return Status(ErrorCode::invalid_argument,
+                  std::string(kCall) + ": source and destination belong to different devices");
+  }
+  if (device_ && device_ != src.buffer->device) {
+    return Status(ErrorCode::invalid_argument,
+                  std::string(kCall) + ": the list already holds commands for another device");
+  }
+  FERRY_RETURN_IF_ERROR(check_open(*src.buffer->device, kCall));
+  const std::uint64_t src_abs = src.base + src_offset;
+  const std::uint64_t dst_abs = dst.base + dst_offset;
+  if (src.buffer == dst.buffer && src_abs < dst_abs + shape->output_bytes &&
+      dst_abs < src_abs + shape->input_bytes) {
+    return Status(ErrorCode::invalid_argument,
+                  std::string(kCall) + ": source " + range_text(src_abs, shape->input_bytes) +
+                      " and destination " + range_text(dst_abs, shape->output_bytes) +
+                      " overlap in the same buffer");
+  }
+
+  backend::NormalizeCommand command;
+  command.pixel_stride = static_cast<std::uint32_t>(shape->pixel_stride);
+  command.channel_stride = shape->channel_stride;
+  command.row_stride = shape->row_stride;
+  command.image_stride = shape->image_stride;
+  command.src = src.buffer->impl.get();
+  command.src_offset = src_abs + std::uint64_t{params.crop.y} * command.row_stride +
+                       std::uint64_t{params.crop.x} * command.pixel_stride;
+  command.dst = dst.buffer->impl.get();
+  command.dst_offset = dst_abs;
+  command.batch = shape->batch;
+  command.channels = shape->channels;
+  command.height = shape->height;
+  command.width = shape->width;
+  command.mirror = params.mirror;
+  command.output_type = params.output_type;
+  command.output_layout = params.output_layout;
+  command.scale = factors->scale;
+  command.bias = factors->bias;
+
+  device_ = src.buffer->device;
+  RecordedCommand recorded;
+  recorded.command = command;
+  recorded.buffers = {src.buffer, dst.buffer};
+  recorded.leases = {src.lease, dst.lease};
+  recorded.needs_compute = true;
+  recorded.name = "normalize";
+  commands_->push_back(std::move(recorded));
+  return Status();
+}
+
 // ---- submission bookkeeping (detail) ----
 
 namespace detail {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "cpu/cpu_normalize.hpp"
 
 namespace ferry::backend {
 namespace {
@@ -142,6 +143,10 @@ class CpuQueue {
       } else if (const auto* fill = std::get_if<FillCommand>(&command)) {
         fill_bytes(static_cast<CpuBuffer*>(fill->dst)->data() + fill->offset, fill->size,
                    fill->pattern);
+      } else {
+        const auto& normalize = std::get<NormalizeCommand>(command);
+        cpu::run_normalize(normalize, static_cast<CpuBuffer*>(normalize.src)->data(),
+                           static_cast<CpuBuffer*>(normalize.dst)->data());
       }
     }
     for (const auto& signal : job.signals) static_cast<CpuTimeline*>(signal.timeline)->set(signal.value);

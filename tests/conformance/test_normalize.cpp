@@ -1,0 +1,421 @@
+// The normalize op: every backend must agree bit for bit with a truth computed here, element by
+// element, straight from the definition in ferry/normalize.hpp (std::fma, the compiler's
+// _Float16 conversion, bfloat16 rounding by comparison), independently of the library's code.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+#include "device_io.hpp"
+#include "harness.hpp"
+#include "test_data.hpp"
+
+using ferry::Buffer;
+using ferry::CommandList;
+using ferry::ElementType;
+using ferry::ImageLayout;
+using ferry::NormalizeParams;
+using ferry::QueueKind;
+using ferry_test::BackendUnderTest;
+
+namespace {
+
+// ---- the truth ---------------------------------------------------------------------------
+
+std::uint16_t half_bits(float value) {
+  const auto half = static_cast<_Float16>(value);  // the compiler's conversion: nearest even
+  std::uint16_t bits = 0;
+  std::memcpy(&bits, &half, sizeof bits);
+  return bits;
+}
+
+// The bfloat16 nearest to `value` (ties to the even encoding), found by comparing the two
+// candidates around it in double, where the differences are exact.
+std::uint16_t bfloat16_bits(float value) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  const auto below = static_cast<std::uint16_t>(bits >> 16);  // toward zero
+  if ((bits & 0xffffu) == 0) return below;
+  const auto above = static_cast<std::uint16_t>(below + 1);  // away from zero (maybe infinity)
+  auto as_double = [](std::uint16_t b) {
+    const std::uint32_t wide = std::uint32_t{b} << 16;
+    float f = 0;
+    std::memcpy(&f, &wide, sizeof f);
+    return static_cast<double>(f);
+  };
+  const double v = value;
+  double up = as_double(above);
+  if (std::isinf(up)) {
+    // Rounding to infinity happens from the midpoint between the largest finite bfloat16 and
+    // 2^128 on.
+    up = std::ldexp(1.0, 128) * (value < 0 ? -1.0 : 1.0);
+  }
+  const double d_below = std::fabs(v - as_double(below));
+  const double d_above = std::fabs(up - v);
+  if (d_below < d_above) return below;
+  if (d_above < d_below) return above;
+  return (below & 1u) == 0 ? below : above;
+}
+
+struct Factors {
+  float scale[4];
+  float bias[4];
+};
+
+Factors factors_of(const NormalizeParams& p) {
+  Factors f{};
+  for (std::uint32_t c = 0; c < p.input.channels; ++c) {
+    f.scale[c] = static_cast<float>(1.0 / p.std[c]);
+    f.bias[c] = static_cast<float>(-p.mean[c] / p.std[c]);
+  }
+  return f;
+}
+
+std::uint64_t input_index(const ferry::ImageBatchLayout& in, std::uint64_t n, std::uint64_t c,
+                          std::uint64_t y, std::uint64_t x) {
+  const bool planar = in.layout == ImageLayout::nchw;
+  const std::uint64_t pixel = planar ? 1 : in.channels;
+  const std::uint64_t row = in.row_pitch ? in.row_pitch : in.width * pixel;
+  const std::uint64_t plane = planar ? (in.plane_pitch ? in.plane_pitch : row * in.height) : 1;
+  const std::uint64_t image_bytes = planar ? plane * (in.channels - 1) + row * (in.height - 1) + in.width
+                                           : row * (in.height - 1) + in.width * in.channels;
+  const std::uint64_t image = in.image_pitch ? in.image_pitch : image_bytes;
+  return n * image + c * plane + y * row + x * pixel;
+}
+
+// The expected output bytes of `params` applied to `input` (which starts at the op's offset).
+std::vector<std::byte> expected_output(const NormalizeParams& p, std::span<const std::byte> input) {
+  const std::uint32_t channels = p.input.channels;
+  const std::uint32_t width = p.crop.width ? p.crop.width : p.input.width - p.crop.x;
+  const std::uint32_t height = p.crop.height ? p.crop.height : p.input.height - p.crop.y;
+  const std::uint32_t esize = p.output_type == ElementType::float32 ? 4 : 2;
+  const Factors f = factors_of(p);
+  std::vector<std::byte> out(std::uint64_t{p.input.batch} * channels * height * width * esize);
+  for (std::uint64_t n = 0; n < p.input.batch; ++n) {
+    for (std::uint64_t c = 0; c < channels; ++c) {
+      for (std::uint64_t y = 0; y < height; ++y) {
+        for (std::uint64_t x = 0; x < width; ++x) {
+          const std::uint64_t sx = p.mirror ? width - 1 - x : x;
+          const auto byte = std::to_integer<std::uint8_t>(
+              input[input_index(p.input, n, c, p.crop.y + y, p.crop.x + sx)]);
+          const float value = std::fma(static_cast<float>(byte), f.scale[c], f.bias[c]);
+          const std::uint64_t index =
+              p.output_layout == ImageLayout::nchw
+                  ? ((n * channels + c) * height + y) * width + x
+                  : ((n * height + y) * width + x) * channels + c;
+          if (p.output_type == ElementType::float32) {
+            std::memcpy(&out[index * 4], &value, 4);
+          } else {
+            const std::uint16_t bits =
+                p.output_type == ElementType::float16 ? half_bits(value) : bfloat16_bits(value);
+            std::memcpy(&out[index * 2], &bits, 2);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::string describe(const NormalizeParams& p, std::uint64_t src_offset, std::uint64_t dst_offset) {
+  std::ostringstream s;
+  s << "input " << p.input.batch << "x" << p.input.height << "x" << p.input.width << "x"
+    << p.input.channels << " " << ferry::to_string(p.input.layout) << " pitches(row "
+    << p.input.row_pitch << ", plane " << p.input.plane_pitch << ", image " << p.input.image_pitch
+    << ") crop(" << p.crop.x << "," << p.crop.y << " " << p.crop.width << "x" << p.crop.height
+    << ") mirror " << p.mirror << " -> " << ferry::to_string(p.output_type) << " "
+    << ferry::to_string(p.output_layout) << " src_offset " << src_offset << " dst_offset "
+    << dst_offset << " mean/std";
+  for (std::uint32_t c = 0; c < p.input.channels; ++c) s << " " << p.mean[c] << "/" << p.std[c];
+  return s.str();
+}
+
+// ---- running one case --------------------------------------------------------------------
+
+struct Case {
+  NormalizeParams params;
+  std::uint64_t src_offset = 0;
+  std::uint64_t dst_offset = 0;
+};
+
+// Runs the cases in one submission (each into its own output buffer, guard bytes around it) and
+// checks each against the truth.
+void run_and_check(BackendUnderTest& t, const std::vector<Case>& cases) {
+  struct Prepared {
+    Buffer src;
+    Buffer dst;
+    std::vector<std::byte> input;
+    std::uint64_t out_bytes = 0;
+  };
+  constexpr std::uint64_t kGuard = 24;
+  std::vector<Prepared> prepared;
+  CommandList commands;
+  for (const Case& c : cases) {
+    INFO(describe(c.params, c.src_offset, c.dst_offset));
+    const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(c.params));
+    Prepared p;
+    p.input = ferry_test::random_bytes(t.rng, c.src_offset + shape.input_bytes + 5);
+    p.out_bytes = shape.output_bytes;
+    p.src = REQUIRE_VALUE(ferry_test::device_buffer_with(t.device, p.input));
+    p.dst = REQUIRE_VALUE(ferry_test::device_buffer_with(
+        t.device, ferry_test::poison_bytes(c.dst_offset + shape.output_bytes + kGuard, 3)));
+    REQUIRE_OK(commands.normalize(p.src, c.src_offset, p.dst, c.dst_offset, c.params));
+    prepared.push_back(std::move(p));
+  }
+  const ferry::TimelinePoint done =
+      REQUIRE_VALUE(t.device.queue(QueueKind::compute).submit(std::move(commands)));
+  REQUIRE_OK(done.wait(ferry_test::kLongWait));
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    INFO(describe(c.params, c.src_offset, c.dst_offset));
+    const Prepared& p = prepared[i];
+    std::vector<std::byte> expected = ferry_test::poison_bytes(c.dst_offset + p.out_bytes + kGuard, 3);
+    const std::vector<std::byte> values = expected_output(
+        c.params, std::span<const std::byte>(p.input).subspan(c.src_offset));
+    std::copy(values.begin(), values.end(), expected.begin() + static_cast<std::ptrdiff_t>(c.dst_offset));
+    const auto actual = REQUIRE_VALUE(ferry_test::read_bytes(t.device, p.dst, 0, expected.size()));
+    ferry_test::check_bytes_equal(actual, expected, "normalize output (with guard bytes)");
+  }
+}
+
+// Bytes of one image of `in`, from its first to one past its last byte.
+std::uint64_t one_image_bytes(const ferry::ImageBatchLayout& in) {
+  ferry::ImageBatchLayout one = in;
+  one.batch = 1;
+  one.image_pitch = 0;
+  return one.span_bytes();
+}
+
+double random_real(std::mt19937_64& rng, double lo, double hi) {
+  return std::uniform_real_distribution<double>(lo, hi)(rng);
+}
+
+// A random case of small, awkward shape.
+Case random_case(std::mt19937_64& rng) {
+  auto pick = [&](std::uint64_t lo, std::uint64_t hi) {
+    return static_cast<std::uint32_t>(ferry_test::uniform(rng, lo, hi));
+  };
+  Case c;
+  NormalizeParams& p = c.params;
+  p.input.batch = pick(1, 3);
+  p.input.height = pick(1, 23);
+  p.input.width = pick(1, 41);
+  p.input.channels = pick(1, 4);
+  p.input.layout = pick(0, 1) ? ImageLayout::nchw : ImageLayout::nhwc;
+  const bool planar = p.input.layout == ImageLayout::nchw;
+  const std::uint64_t row = std::uint64_t{p.input.width} * (planar ? 1 : p.input.channels);
+  if (pick(0, 1)) p.input.row_pitch = row + pick(0, 9);
+  const std::uint64_t row_pitch = p.input.row_pitch ? p.input.row_pitch : row;
+  if (planar && pick(0, 1)) p.input.plane_pitch = row_pitch * p.input.height + pick(0, 17);
+  if (pick(0, 1)) {
+    p.input.image_pitch = one_image_bytes(p.input) + pick(0, 31);
+  }
+  // Crops: none, or a window that often touches an edge.
+  if (pick(0, 3) != 0) {
+    p.crop.x = pick(0, 2) == 0 ? 0 : pick(0, p.input.width - 1);
+    p.crop.y = pick(0, 2) == 0 ? 0 : pick(0, p.input.height - 1);
+    const std::uint32_t max_w = p.input.width - p.crop.x;
+    const std::uint32_t max_h = p.input.height - p.crop.y;
+    p.crop.width = pick(0, 1) ? max_w : pick(1, max_w);
+    p.crop.height = pick(0, 1) ? max_h : pick(1, max_h);
+  }
+  p.mirror = pick(0, 1) != 0;
+  p.output_type = static_cast<ElementType>(pick(0, 2));
+  p.output_layout = pick(0, 1) ? ImageLayout::nchw : ImageLayout::nhwc;
+  for (std::uint32_t ch = 0; ch < 4; ++ch) {
+    p.mean[ch] = random_real(rng, -300.0, 300.0);
+    p.std[ch] = random_real(rng, 0.01, 300.0) * (pick(0, 7) == 0 ? -1.0 : 1.0);
+  }
+  c.src_offset = pick(0, 40);
+  c.dst_offset = pick(0, 10) * ferry::element_size(p.output_type);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("normalize: random shapes, layouts, crops, mirror and output types match the truth") {
+  ferry_test::for_each_backend([](BackendUnderTest& t) {
+    for (int round = 0; round < 4; ++round) {
+      std::vector<Case> cases;
+      for (int i = 0; i < 12; ++i) cases.push_back(random_case(t.rng));
+      run_and_check(t, cases);
+    }
+  });
+}
+
+TEST_CASE("normalize: every byte value with extreme factors (overflow, subnormals, exact zeros)") {
+  ferry_test::for_each_backend([](BackendUnderTest& t) {
+    // One row of 256 pixels x 4 channels holding every byte value in every channel.
+    auto base = [] {
+      NormalizeParams p;
+      p.input = {1, 1, 256, 4, ImageLayout::nhwc};
+      return p;
+    };
+    std::vector<std::array<double, 8>> factor_sets = {
+        // mean x4, std x4
+        {0.0, 0.0, 0.0, 0.0, 1.0, -1.0, 3.0, 0.1},           // bias -0.0 and +0.0, exact results
+        {128.0, 64.0, 255.0, 1.0, 1.0, 64.0, 255.0, 1.0},     // exact zeros inside the range
+        {0.485 * 255, 0.456 * 255, 0.406 * 255, 0.5 * 255,    // the ImageNet constants
+         0.229 * 255, 0.224 * 255, 0.225 * 255, 0.25 * 255},
+        {0.0, 1.0, 1e-3, -7.0, 1e-3, 1e-2, 3e-3, 7e-3},       // float16 overflow to infinity
+        {0.0, 5.0, -3.0, 100.0, 1e7, 3e8, 1e6, 7e9},          // float16 subnormals and zeros
+        {1e30, -1e30, 1e-30, 0.0, 1e-8, 1e-7, 1e-38, 1e36},   // huge and tiny factors
+        {100.5, 99.25, 17.125, 200.0, 0.3, 0.7, 1.1, 1.9},    // many near-cancellations
+        {-1e-45, 1e-40, 3e-39, 2.0, 1e-30, 1e-35, 1e-3, 3.0}, // subnormal float results
+    };
+    // Plus random ones with widely spread magnitudes (a fused and an unfused multiply-add differ
+    // on a good share of these).
+    for (int i = 0; i < 6; ++i) {
+      std::array<double, 8> f{};
+      for (int k = 0; k < 4; ++k) {
+        f[k] = std::ldexp(random_real(t.rng, -1.0, 1.0), static_cast<int>(ferry_test::uniform(t.rng, 0, 40)) - 20);
+        f[4 + k] = std::ldexp(random_real(t.rng, 0.5, 1.0), static_cast<int>(ferry_test::uniform(t.rng, 0, 40)) - 20);
+      }
+      factor_sets.push_back(f);
+    }
+    std::vector<std::byte> input(1024);
+    for (std::size_t i = 0; i < input.size(); ++i) input[i] = static_cast<std::byte>(i / 4);
+    const Buffer src = REQUIRE_VALUE(ferry_test::device_buffer_with(t.device, input));
+    for (const auto& f : factor_sets) {
+      for (ElementType type : {ElementType::float32, ElementType::float16, ElementType::bfloat16}) {
+        NormalizeParams p = base();
+        for (int k = 0; k < 4; ++k) {
+          p.mean[k] = f[k];
+          p.std[k] = f[4 + k];
+        }
+        p.output_type = type;
+        INFO(describe(p, 0, 0));
+        const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(p));
+        const Buffer dst = REQUIRE_VALUE(t.device.create_buffer(shape.output_bytes));
+        CommandList commands;
+        REQUIRE_OK(commands.normalize(src, 0, dst, 0, p));
+        REQUIRE_OK(REQUIRE_VALUE(t.device.queue(QueueKind::compute).submit(std::move(commands)))
+                       .wait(ferry_test::kLongWait));
+        const auto actual = REQUIRE_VALUE(ferry_test::read_bytes(t.device, dst, 0, shape.output_bytes));
+        ferry_test::check_bytes_equal(actual, expected_output(p, input), "every byte value");
+      }
+    }
+  });
+}
+
+TEST_CASE("normalize: reads straight from host memory, and chains with copies in one submission") {
+  ferry_test::for_each_backend([](BackendUnderTest& t) {
+    NormalizeParams p;
+    p.input = {2, 37, 53, 3, ImageLayout::nhwc};
+    p.crop = {3, 0, 50, 37};
+    p.mirror = true;
+    p.mean = {123.675, 116.28, 103.53, 0};
+    p.std = {58.395, 57.12, 57.375, 1};
+    const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(p));
+    ferry::StagingPool upload_pool =
+        REQUIRE_VALUE(t.device.create_staging_pool(ferry_test::small_pool()));
+    ferry::StagingPool readback_pool = REQUIRE_VALUE(
+        t.device.create_staging_pool(ferry_test::small_pool(ferry::MemoryKind::host_readback)));
+    ferry::Lease staged = REQUIRE_VALUE(upload_pool.acquire(shape.input_bytes));
+    ferry_test::fill_random(t.rng, staged.data());
+    const std::vector<std::byte> input(staged.data().begin(), staged.data().end());
+    const std::vector<std::byte> expected = expected_output(p, input);
+
+    // 1. The kernel reads the pinned lease directly and writes device memory.
+    const Buffer direct = REQUIRE_VALUE(t.device.create_buffer(shape.output_bytes));
+    // 2. Upload into device memory, normalize, download: one submission, in order.
+    const Buffer device_input = REQUIRE_VALUE(t.device.create_buffer(shape.input_bytes));
+    const Buffer device_output = REQUIRE_VALUE(t.device.create_buffer(shape.output_bytes));
+    ferry::Lease result = REQUIRE_VALUE(readback_pool.acquire(shape.output_bytes));
+    CommandList commands;
+    REQUIRE_OK(commands.normalize(staged, 0, direct, 0, p));
+    REQUIRE_OK(commands.copy(staged, 0, device_input, 0, shape.input_bytes));
+    REQUIRE_OK(commands.normalize(device_input, 0, device_output, 0, p));
+    REQUIRE_OK(commands.copy(device_output, 0, result, 0, shape.output_bytes));
+    REQUIRE_OK(REQUIRE_VALUE(t.device.queue(QueueKind::compute).submit(std::move(commands)))
+                   .wait(ferry_test::kLongWait));
+    ferry_test::check_bytes_equal(
+        REQUIRE_VALUE(ferry_test::read_bytes(t.device, direct, 0, shape.output_bytes)), expected,
+        "normalize reading the host lease");
+    ferry_test::check_bytes_equal(result.data(), expected, "upload, normalize, download");
+  });
+}
+
+TEST_CASE("normalize: bad parameters are clear errors and record nothing") {
+  ferry_test::for_each_backend([](BackendUnderTest& t) {
+    NormalizeParams good;
+    good.input = {2, 8, 10, 3, ImageLayout::nhwc};
+    const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(good));
+    const Buffer src = REQUIRE_VALUE(t.device.create_buffer(shape.input_bytes));
+    const Buffer dst = REQUIRE_VALUE(t.device.create_buffer(shape.output_bytes));
+    auto check = [&](const NormalizeParams& p, ferry::ErrorCode code, const char* what,
+                     std::uint64_t src_offset = 0, std::uint64_t dst_offset = 0,
+                     const Buffer* dst_buffer = nullptr) {
+      INFO(what);
+      CommandList commands;
+      const ferry::Status status =
+          commands.normalize(src, src_offset, dst_buffer ? *dst_buffer : dst, dst_offset, p);
+      CHECK_MESSAGE(status.code() == code, status.to_string());
+      CHECK(!status.message().empty());
+      CHECK(commands.empty());
+    };
+    using ferry::ErrorCode;
+    {
+      CommandList commands;
+      CHECK_OK(commands.normalize(src, 0, dst, 0, good));  // the baseline is accepted
+    }
+    NormalizeParams p = good;
+    p.std[1] = 0.0;
+    check(p, ErrorCode::invalid_argument, "std zero");
+    p = good;
+    p.std[2] = std::numeric_limits<double>::quiet_NaN();
+    check(p, ErrorCode::invalid_argument, "std NaN");
+    p = good;
+    p.std[0] = std::numeric_limits<double>::infinity();
+    check(p, ErrorCode::invalid_argument, "std infinite");
+    p = good;
+    p.mean[0] = std::numeric_limits<double>::infinity();
+    check(p, ErrorCode::invalid_argument, "mean infinite");
+    p = good;
+    p.std[0] = 1e-300;
+    check(p, ErrorCode::invalid_argument, "1/std overflows float");
+    p = good;
+    p.input.channels = 5;
+    check(p, ErrorCode::invalid_argument, "5 channels");
+    p.input.channels = 0;
+    check(p, ErrorCode::invalid_argument, "0 channels");
+    p = good;
+    p.input.width = 0;
+    check(p, ErrorCode::invalid_argument, "zero width");
+    p = good;
+    p.crop = {8, 0, 3, 0};
+    check(p, ErrorCode::out_of_range, "crop past the right edge");
+    p.crop = {0, 8, 0, 0};
+    check(p, ErrorCode::out_of_range, "crop starting below the image");
+    p.crop = {0, 2, 0, 7};
+    check(p, ErrorCode::out_of_range, "crop past the bottom");
+    p = good;
+    p.input.row_pitch = 29;
+    check(p, ErrorCode::invalid_argument, "row pitch smaller than a row");
+    p = good;
+    p.input.plane_pitch = 100;
+    check(p, ErrorCode::invalid_argument, "plane pitch on interleaved input");
+    p = good;
+    p.input.image_pitch = 100;
+    check(p, ErrorCode::invalid_argument, "image pitch smaller than an image");
+    p = good;
+    p.output_type = static_cast<ElementType>(7);
+    check(p, ErrorCode::invalid_argument, "unknown output type");
+    check(good, ErrorCode::out_of_range, "output buffer too small", 0, 4);
+    check(good, ErrorCode::out_of_range, "input past the end of the source", 1);
+    p = good;
+    p.output_type = ElementType::float16;
+    check(p, ErrorCode::invalid_argument, "misaligned float16 destination", 0, 1);
+    const Buffer small = REQUIRE_VALUE(t.device.create_buffer(shape.output_bytes - 1));
+    check(good, ErrorCode::out_of_range, "destination one byte short", 0, 0, &small);
+    {
+      // Source and destination overlapping in one buffer.
+      const Buffer both =
+          REQUIRE_VALUE(t.device.create_buffer(shape.output_bytes + shape.input_bytes));
+      CommandList commands;
+      CHECK_ERROR(commands.normalize(both, 0, both, 100, good), ErrorCode::invalid_argument);
+      CHECK(commands.empty());
+      CHECK_OK(commands.normalize(both, shape.output_bytes, both, 0, good));  // disjoint: fine
+    }
+  });
+}
