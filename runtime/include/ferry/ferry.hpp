@@ -3,6 +3,8 @@
 
 #include "ferry/buffer.hpp"
 #include "ferry/device.hpp"
+#include "ferry/ingress.hpp"
+#include "ferry/normalize.hpp"
 #include "ferry/queue.hpp"
 #include "ferry/staging_pool.hpp"
 #include "ferry/status.hpp"

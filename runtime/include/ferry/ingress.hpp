@@ -1,0 +1,142 @@
+// IngressPipeline: streams uint8 image batches from the host to normalized tensors on the device.
+//
+// For each batch a producer thread asks the application's source for the host bytes, uploads
+// them on the upload queue (pageable memory through the staging pool, pinned memory by DMA
+// directly), then normalizes them on the compute queue into one of `depth` device tensors. The
+// application takes batches in order with next(); each comes with the timeline point at which its
+// tensor is ready, so the application queues its own GPU work behind it without a host wait.
+//
+// With depth 3, batch i+1 uploads while batch i normalizes and the application consumes batch
+// i-1. The pipeline is bounded: a tensor is reused only after the application has released the
+// batch that used it (and after the GPU work the release names has completed), so a slow
+// consumer slows the producer and nothing is overwritten while in use.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "ferry/buffer.hpp"
+#include "ferry/device.hpp"
+#include "ferry/normalize.hpp"
+#include "ferry/queue.hpp"
+#include "ferry/staging_pool.hpp"
+#include "ferry/status.hpp"
+#include "ferry/timeline.hpp"
+#include "ferry/transfer.hpp"
+
+namespace ferry {
+
+// The host bytes of one batch, laid out as IngressOptions::normalize.input describes.
+class HostBatch {
+ public:
+  // Ordinary memory: copied into the staging pool (by several threads, overlapped with the
+  // DMA). It may be reused as soon as the source callback that returned it is called again.
+  static HostBatch pageable(std::span<const std::byte> bytes) {
+    HostBatch batch;
+    batch.bytes_ = bytes;
+    return batch;
+  }
+  // Memory the device reads by DMA (a Lease, a host_upload Buffer, registered memory): uploaded
+  // directly, no staging copy. It must stay unchanged until the batch's input_consumed point.
+  static HostBatch pinned(const BufferRef& memory, std::uint64_t offset = 0) {
+    HostBatch batch;
+    batch.pinned_ = memory;
+    batch.offset_ = offset;
+    return batch;
+  }
+
+  std::span<const std::byte> bytes() const { return bytes_; }
+  const std::optional<BufferRef>& pinned_memory() const { return pinned_; }
+  std::uint64_t pinned_offset() const { return offset_; }
+
+ private:
+  std::span<const std::byte> bytes_;
+  std::optional<BufferRef> pinned_;
+  std::uint64_t offset_ = 0;
+};
+
+// Called on the pipeline's producer thread for batches 0, 1, 2, ... in order. Returns the batch,
+// std::nullopt at the end of the stream, or an error, which is handed to the application at
+// that batch (the stream goes on with the next index).
+using IngressSource = std::function<Result<std::optional<HostBatch>>(std::uint64_t index)>;
+
+struct IngressOptions {
+  NormalizeParams normalize;       // the same shape and factors for every batch
+  std::uint32_t depth = 3;         // device tensors in flight, including those the app holds (>= 2)
+  std::optional<StagingPool> pool; // host_upload pool for pageable batches; made when absent
+  TransferOptions transfer;        // chunking and host threads of pageable uploads
+};
+
+// One normalized batch. Release it (or let it go out of scope) when done with it.
+class IngressBatch {
+ public:
+  IngressBatch() = default;
+  IngressBatch(IngressBatch&&) noexcept;
+  IngressBatch& operator=(IngressBatch&&) noexcept;
+  IngressBatch(const IngressBatch&) = delete;
+  IngressBatch& operator=(const IngressBatch&) = delete;
+  ~IngressBatch();
+
+  std::uint64_t index() const { return index_; }
+  // The normalized tensor (IngressOptions::normalize's output type and layout, tightly packed,
+  // shape().output_bytes long) at offset 0 of this buffer. Valid until release().
+  const Buffer& tensor() const;
+  const NormalizeShape& shape() const { return shape_; }
+  // The tensor holds the batch from here on (compute queue).
+  const TimelinePoint& ready() const { return ready_; }
+  // The upload has read the host bytes: pinned source memory may be reused from here on.
+  const TimelinePoint& input_consumed() const { return input_consumed_; }
+
+  // Gives the tensor back to the pipeline; the next batch that reuses it waits (on the device)
+  // for `consumer_done`, the point at which the application's work reading it completes.
+  // Without a point: every submission made on the compute queue so far (which covers consumers
+  // that run there). Called by the destructor when not called before.
+  void release(const TimelinePoint& consumer_done);
+  void release();
+
+  explicit operator bool() const { return slot_ != nullptr; }
+
+ private:
+  friend class IngressPipeline;
+  struct Slot;
+  std::uint64_t index_ = 0;
+  NormalizeShape shape_;
+  TimelinePoint ready_;
+  TimelinePoint input_consumed_;
+  std::shared_ptr<Slot> slot_;
+};
+
+class IngressPipeline {
+ public:
+  // Validates the options (normalize parameters included) and starts the producer thread.
+  static Result<IngressPipeline> create(const Device& device, const IngressOptions& options,
+                                        IngressSource source);
+
+  IngressPipeline();
+  IngressPipeline(IngressPipeline&&) noexcept;
+  IngressPipeline& operator=(IngressPipeline&&) noexcept;
+  ~IngressPipeline();  // close()
+
+  // The next batch in order; std::nullopt once the source has ended and every batch was taken.
+  // An error is the error of that batch (its index is in the message); the next call goes on
+  // with the following batch. ErrorCode::timeout when none arrives in time (call again).
+  Result<std::optional<IngressBatch>> next(Timeout timeout = kInfinite);
+
+  // Stops asking the source for batches (waiting for a source call in progress to return) and
+  // drops batches not yet taken. Work already submitted completes on the device; batches the
+  // application holds stay valid. Idempotent.
+  void close();
+
+  const NormalizeShape& shape() const;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace ferry
