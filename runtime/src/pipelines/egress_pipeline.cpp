@@ -1,0 +1,307 @@
+// EgressPipeline: downloads into pooled pinned leases, a bounded queue of chunks, host workers
+// running the consumer (see egress.hpp). Built on the public API only.
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ferry/egress.hpp"
+
+namespace ferry {
+
+struct EgressPipeline::State {
+  Device device;
+  EgressOptions options;
+  EgressConsumer consumer;
+  StagingPool pool;
+  Queue download_queue;
+  std::uint64_t chunk_bytes = 0;
+
+  struct Step {
+    std::uint32_t remaining = 0;  // chunks not yet consumed or dropped
+    bool failed = false;          // its push failed part way: drop what was queued
+  };
+  struct Item {
+    EgressChunk chunk;
+    Lease lease;
+    TimelinePoint downloaded;
+    std::shared_ptr<Step> step;
+  };
+
+  mutable std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<Item> items;
+  std::uint64_t next_step = 0;
+  std::uint32_t pending_steps = 0;
+  bool closing = false;
+  bool cancel = false;
+  bool busy = false;  // in_order: a consumer call is running
+  std::uint32_t pushing = 0;  // push() calls past their checks: workers wait for their chunks
+  Status first_error;
+  EgressStats stats;
+  std::vector<std::thread> workers;
+
+  bool stopped_by_error() const {
+    return options.on_error == ConsumerErrorPolicy::stop && !first_error.ok();
+  }
+
+  // Under the lock: one chunk of `step` is done with.
+  void finish_chunk(Step& step) {
+    if (--step.remaining == 0) {
+      --pending_steps;
+      ++stats.steps_consumed;
+    }
+  }
+
+  void record_error(const Status& status) {
+    ++stats.consumer_errors;
+    if (first_error.ok()) first_error = status;
+  }
+
+  void work() {
+    const bool in_order = options.order == EgressOrder::in_order;
+    for (;;) {
+      Item item;
+      {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] {
+          return (!items.empty() && !(in_order && busy)) ||
+                 (closing && items.empty() && pushing == 0);
+        });
+        if (items.empty()) return;  // closing, nothing left and nothing more coming
+        item = std::move(items.front());
+        items.pop_front();
+        if (in_order) busy = true;
+      }
+      bool drop = false;
+      {
+        std::lock_guard lock(mutex);
+        drop = cancel || stopped_by_error() || item.step->failed;
+      }
+      Status status;
+      if (!drop) {
+        status = item.downloaded.wait(kInfinite);
+        if (status.ok()) {
+          item.chunk.bytes = item.lease.data();
+          status = consumer(item.chunk);
+        }
+        if (!status.ok()) {
+          status.with_context("egress step " + std::to_string(item.chunk.step) + " chunk " +
+                              std::to_string(item.chunk.index + 1) + "/" +
+                              std::to_string(item.chunk.count));
+        }
+      }
+      item.lease.release();  // back to the pool once the download has completed
+      {
+        std::lock_guard lock(mutex);
+        if (in_order) busy = false;
+        if (drop) {
+          ++stats.chunks_dropped;
+        } else {
+          ++stats.chunks_consumed;
+          if (!status.ok()) record_error(status);
+        }
+        finish_chunk(*item.step);
+      }
+      changed.notify_all();
+    }
+  }
+};
+
+EgressPipeline::EgressPipeline() = default;
+EgressPipeline::EgressPipeline(EgressPipeline&&) noexcept = default;
+EgressPipeline& EgressPipeline::operator=(EgressPipeline&& other) noexcept {
+  if (this != &other) {
+    (void)close();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+EgressPipeline::~EgressPipeline() { (void)close(); }
+
+Result<EgressPipeline> EgressPipeline::create(const Device& device, const EgressOptions& options,
+                                              EgressConsumer consumer) {
+  static constexpr const char* kCall = "EgressPipeline::create";
+  auto invalid = [](const std::string& what) {
+    return Status(ErrorCode::invalid_argument, std::string(kCall) + ": " + what);
+  };
+  if (!device) return invalid("no device");
+  if (!consumer) return invalid("no consumer");
+  if (options.workers == 0) return invalid("workers must be >= 1");
+  if (options.max_pending_steps == 0) return invalid("max_pending_steps must be >= 1");
+  if (options.chunk_bytes == 0) return invalid("chunk_bytes must be > 0");
+  if (options.pool && options.pool->options().kind != MemoryKind::host_readback) {
+    return invalid("the pool must be a host_readback pool");
+  }
+  auto state = std::make_unique<State>();
+  state->device = device;
+  state->options = options;
+  state->consumer = std::move(consumer);
+  if (options.pool) {
+    state->pool = *options.pool;
+  } else {
+    StagingPoolOptions pool_options;
+    pool_options.kind = MemoryKind::host_readback;
+    pool_options.slab_bytes = 64ull << 20;
+    pool_options.max_slabs = 8;
+    pool_options.reserved_slabs = 1;
+    FERRY_ASSIGN_OR_RETURN(state->pool, device.create_staging_pool(pool_options));
+  }
+  state->chunk_bytes = std::min(options.chunk_bytes, state->pool.options().slab_bytes);
+  state->download_queue = device.queue(QueueKind::download);
+  State* raw = state.get();
+  for (std::uint32_t i = 0; i < options.workers; ++i) {
+    state->workers.emplace_back([raw] { raw->work(); });
+  }
+  EgressPipeline pipeline;
+  pipeline.state_ = std::move(state);
+  return pipeline;
+}
+
+Result<EgressTicket> EgressPipeline::push(const BufferRef& output, std::uint64_t offset,
+                                          std::uint64_t size, const TimelinePoint& ready) {
+  static constexpr const char* kCall = "EgressPipeline::push";
+  if (!state_) return Status(ErrorCode::released, std::string(kCall) + ": the pipeline was moved from");
+  State& s = *state_;
+  if (size == 0) return Status(ErrorCode::invalid_argument, std::string(kCall) + ": size must be > 0");
+  if (!output.buffer) {
+    return Status(ErrorCode::released, std::string(kCall) + ": the output was released");
+  }
+  if (offset > output.size || size > output.size - offset) {
+    return Status(ErrorCode::out_of_range,
+                  std::string(kCall) + ": range [" + std::to_string(offset) + ", +" +
+                      std::to_string(size) + ") is outside the " + std::to_string(output.size) +
+                      "-byte " + output.what);
+  }
+  const std::uint64_t count64 = (size + s.chunk_bytes - 1) / s.chunk_bytes;
+  if (count64 > 0xffffffffull) {
+    return Status(ErrorCode::invalid_argument, std::string(kCall) + ": too many chunks");
+  }
+  const auto count = static_cast<std::uint32_t>(count64);
+
+  auto step = std::make_shared<State::Step>();
+  std::uint64_t step_number = 0;
+  {
+    std::unique_lock lock(s.mutex);
+    auto room = [&] {
+      return s.closing || s.stopped_by_error() || s.pending_steps < s.options.max_pending_steps;
+    };
+    if (s.options.push_timeout == kInfinite) {
+      s.changed.wait(lock, room);
+    } else if (!s.changed.wait_for(lock, s.options.push_timeout, room)) {
+      return Status(ErrorCode::timeout, std::string(kCall) + ": " +
+                                            std::to_string(s.pending_steps) +
+                                            " steps still pending after the push timeout");
+    }
+    if (s.closing) {
+      return Status(ErrorCode::failed_precondition, std::string(kCall) + ": the pipeline is closed");
+    }
+    if (s.stopped_by_error()) return s.first_error;
+    step_number = s.next_step++;
+    ++s.pushing;
+    step->remaining = count;
+    ++s.pending_steps;
+    ++s.stats.steps_pushed;
+  }
+
+  // Ends this push for close(): the workers may stop once nothing more is coming.
+  struct PushGuard {
+    State& s;
+    ~PushGuard() {
+      {
+        std::lock_guard lock(s.mutex);
+        --s.pushing;
+      }
+      s.changed.notify_all();
+    }
+  } guard{s};
+
+  EgressTicket ticket;
+  ticket.step = step_number;
+  for (std::uint32_t c = 0; c < count; ++c) {
+    const std::uint64_t begin = std::uint64_t{c} * s.chunk_bytes;
+    const std::uint64_t length = std::min(s.chunk_bytes, size - begin);
+    auto submit_chunk = [&]() -> Status {
+      FERRY_ASSIGN_OR_RETURN(Lease lease, s.pool.acquire(length, s.options.push_timeout));
+      CommandList copy;
+      FERRY_RETURN_IF_ERROR(copy.copy(output, offset + begin, lease, 0, length));
+      SubmitSync sync;
+      // Later chunks follow the first in the download queue's order.
+      if (c == 0 && ready.timeline) sync.wait.push_back(ready);
+      FERRY_ASSIGN_OR_RETURN(TimelinePoint downloaded,
+                             s.download_queue.submit(std::move(copy), sync));
+      ticket.output_read = downloaded;
+      State::Item item;
+      item.chunk.step = step_number;
+      item.chunk.index = c;
+      item.chunk.count = count;
+      item.chunk.offset = begin;
+      item.chunk.step_bytes = size;
+      item.lease = std::move(lease);
+      item.downloaded = downloaded;
+      item.step = step;
+      {
+        std::lock_guard lock(s.mutex);
+        s.items.push_back(std::move(item));
+      }
+      s.changed.notify_all();
+      return Status();
+    };
+    if (Status status = submit_chunk(); !status.ok()) {
+      status.with_context(std::string(kCall) + ": step " + std::to_string(step_number) +
+                          " chunk " + std::to_string(c + 1) + "/" + std::to_string(count));
+      {
+        // Chunks already queued are dropped by the workers; those never queued are done now.
+        std::lock_guard lock(s.mutex);
+        step->failed = true;
+        for (std::uint32_t rest = c; rest < count; ++rest) s.finish_chunk(*step);
+      }
+      s.changed.notify_all();
+      return status;
+    }
+  }
+  return ticket;
+}
+
+Status EgressPipeline::drain(Timeout timeout) {
+  if (!state_) return Status(ErrorCode::released, "EgressPipeline::drain: the pipeline was moved from");
+  State& s = *state_;
+  std::unique_lock lock(s.mutex);
+  auto drained = [&] { return s.pending_steps == 0; };
+  if (timeout == kInfinite) {
+    s.changed.wait(lock, drained);
+  } else if (!s.changed.wait_for(lock, timeout, drained)) {
+    return Status(ErrorCode::timeout, "EgressPipeline::drain: " + std::to_string(s.pending_steps) +
+                                          " steps still pending");
+  }
+  return s.first_error;
+}
+
+Status EgressPipeline::close(EgressClose mode) {
+  if (!state_) return Status();
+  State& s = *state_;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.closing && s.workers.empty()) return s.first_error;
+    s.closing = true;
+    if (mode == EgressClose::cancel) s.cancel = true;
+  }
+  s.changed.notify_all();
+  for (std::thread& worker : s.workers) {
+    if (worker.joinable()) worker.join();
+  }
+  std::lock_guard lock(s.mutex);
+  s.workers.clear();
+  return s.first_error;
+}
+
+EgressStats EgressPipeline::stats() const {
+  if (!state_) return {};
+  std::lock_guard lock(state_->mutex);
+  return state_->stats;
+}
+
+}  // namespace ferry
