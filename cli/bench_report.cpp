@@ -15,10 +15,6 @@ std::string device_label(const DeviceInfo& device) {
          device.name;
 }
 
-namespace {
-
-constexpr std::uint64_t kMiB = 1ull << 20;
-
 std::string queue_label(const DeviceInfo& device, QueueKind kind) {
   for (const auto& queue : device.queues) {
     if (queue.kind == kind) {
@@ -33,6 +29,33 @@ std::string gbps_cell(double gbps) { return format_fixed(gbps, gbps < 10 ? 2 : 1
 std::string ratio_cell(double ratio) {
   return std::isfinite(ratio) ? format_fixed(ratio, 2) + "x" : "-";
 }
+
+void print_bench_header(std::ostream& out, std::string_view tool, std::string_view date,
+                        std::string_view command, const DeviceInfo& device) {
+  out << tool << " (ferry " FERRY_VERSION_STRING ")\n";
+  out << "  date     " << date << "\n";
+  out << "  command  " << command << "\n";
+  out << "  device   " << device_label(device) << (device.is_cpu ? "  [CPU implementation]" : "")
+      << "\n";
+  out << "  driver   " << (device.driver.empty() ? "-" : device.driver) << "\n";
+  out << "  memory   device " << format_bytes(device.device_memory_bytes) << ", host-visible "
+      << format_bytes(device.host_visible_memory_bytes) << "\n";
+}
+
+void write_device_json(JsonWriter& json, const DeviceInfo& device) {
+  json.begin_object();
+  json.field("backend", to_string(device.backend));
+  json.field("index", device.index);
+  json.field("name", device.name);
+  json.field("driver", device.driver);
+  json.field("is_cpu", device.is_cpu);
+  json.field("device_memory_bytes", device.device_memory_bytes);
+  json.end_object();
+}
+
+namespace {
+
+constexpr std::uint64_t kMiB = 1ull << 20;
 
 void write_pool_stats(JsonWriter& json, const StagingPoolStats& stats) {
   json.begin_object();
@@ -50,14 +73,7 @@ void write_pool_stats(JsonWriter& json, const StagingPoolStats& stats) {
 void print_report_table(const Report& report, std::ostream& out) {
   const DeviceInfo& device = report.device;
   const TransferSettings& transfer = report.options.transfer;
-  out << "ferry bench transfer (ferry " FERRY_VERSION_STRING ")\n";
-  out << "  date     " << report.date << "\n";
-  out << "  command  " << report.command << "\n";
-  out << "  device   " << device_label(device) << (device.is_cpu ? "  [CPU implementation]" : "")
-      << "\n";
-  out << "  driver   " << (device.driver.empty() ? "-" : device.driver) << "\n";
-  out << "  memory   device " << format_bytes(device.device_memory_bytes) << ", host-visible "
-      << format_bytes(device.host_visible_memory_bytes) << "\n";
+  print_bench_header(out, "ferry bench transfer", report.date, report.command, device);
   out << "  queues   " << queue_label(device, QueueKind::upload) << "; "
       << queue_label(device, QueueKind::download) << "\n";
   out << "  method   median GB/s (1e9 B/s) of repeated transfers, >= " << report.min_time_ms
@@ -193,14 +209,8 @@ void print_report_json(const Report& report, std::ostream& out) {
   json.field("ferry_version", FERRY_VERSION_STRING);
   json.field("date", report.date);
   json.field("command", report.command);
-  json.key("device").begin_object();
-  json.field("backend", to_string(device.backend));
-  json.field("index", device.index);
-  json.field("name", device.name);
-  json.field("driver", device.driver);
-  json.field("is_cpu", device.is_cpu);
-  json.field("device_memory_bytes", device.device_memory_bytes);
-  json.end_object();
+  json.key("device");
+  write_device_json(json, device);
   json.key("settings").begin_object();
   json.field("min_time_ms", report.min_time_ms);
   json.field("chunk_bytes", report.options.transfer.chunk_bytes);

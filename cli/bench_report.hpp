@@ -7,6 +7,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ferry/ferry.hpp"
@@ -89,6 +90,19 @@ struct Report {
 
 // "vulkan:0 NVIDIA H100 80GB HBM3"
 std::string device_label(const DeviceInfo& device);
+
+// Pieces every bench report shares (`ferry bench transfer` and `ferry bench ingress`).
+class JsonWriter;
+// "upload family 1 #0" (with " (shared)" when another of ferry's queues uses that queue).
+std::string queue_label(const DeviceInfo& device, QueueKind kind);
+std::string gbps_cell(double gbps);    // 2 decimals below 10, else 1
+std::string ratio_cell(double ratio);  // "1.23x", or "-" when not finite
+// The first lines of a table report: "<tool> (ferry <version>)", date, command, device, driver,
+// memory.
+void print_bench_header(std::ostream& out, std::string_view tool, std::string_view date,
+                        std::string_view command, const DeviceInfo& device);
+// The "device" member of a JSON report.
+void write_device_json(JsonWriter& json, const DeviceInfo& device);
 void print_report_table(const Report& report, std::ostream& out);
 void print_report_json(const Report& report, std::ostream& out);
 

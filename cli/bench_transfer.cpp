@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "cli_args.hpp"
 #include "commands.hpp"
 #include "ferry/ferry.hpp"
@@ -93,11 +94,9 @@ Parsed<BenchOptions> parse_options(const std::vector<std::string_view>& args, bo
     const std::string option(name);
 
     if (name == "--backend") {
-      if (text != "auto" && text != "cpu" && text != "vulkan" && text != "cuda") {
-        return Fail::fail("--backend: unknown backend '" + std::string(text) +
-                          "' (auto, cpu, vulkan or cuda)");
-      }
-      options.backend = std::string(text);
+      Parsed<std::string> backend = parse_backend(text);
+      if (!backend.ok()) return Fail::fail(option + ": " + backend.error);
+      options.backend = *backend.value;
     } else if (name == "--device") {
       Parsed<std::uint64_t> index = parse_count(text, 1024);
       if (!index.ok()) return Fail::fail(option + ": " + index.error);
@@ -131,18 +130,6 @@ Parsed<BenchOptions> parse_options(const std::vector<std::string_view>& args, bo
 }
 
 // ---- planning ----------------------------------------------------------------------------
-
-// Memory the OS could give us now (MemAvailable), or 0 when unknown.
-std::uint64_t available_host_memory() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  std::uint64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
 
 void plan_sizes(const BenchOptions& options, const DeviceInfo& device, Report& report) {
   const bool explicit_sizes = options.sizes.has_value();

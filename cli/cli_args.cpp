@@ -90,4 +90,45 @@ Parsed<std::vector<std::uint64_t>> parse_size_list(std::string_view text) {
   return {std::move(sizes), {}};
 }
 
+Parsed<std::string> parse_backend(std::string_view text) {
+  if (text != "auto" && text != "cpu" && text != "vulkan" && text != "cuda") {
+    return Parsed<std::string>::fail("unknown backend '" + std::string(text) +
+                                     "' (auto, cpu, vulkan or cuda)");
+  }
+  return {std::string(text), {}};
+}
+
+Parsed<std::vector<BatchShape>> parse_shape_list(std::string_view text) {
+  using Fail = Parsed<std::vector<BatchShape>>;
+  std::vector<BatchShape> shapes;
+  while (true) {
+    const std::size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    std::string quoted = "'";  // appended piecewise: GCC 12 -O3 warns about "'" + string
+    quoted.append(item).append("'");
+    BatchShape shape{};
+    for (std::size_t dim = 0; dim < shape.size(); ++dim) {
+      const std::size_t x = item.find('x');
+      if ((x == std::string_view::npos) != (dim + 1 == shape.size())) {
+        return Fail::fail("bad shape " + quoted + " (use NxHxWxC, e.g. 64x224x224x3)");
+      }
+      Parsed<std::uint64_t> value = parse_count(item.substr(0, x), 1u << 20);
+      if (!value.ok()) return Fail::fail("bad shape " + quoted + ": " + value.error);
+      if (*value.value == 0) return Fail::fail("bad shape " + quoted + ": a dimension is 0");
+      shape[dim] = static_cast<std::uint32_t>(*value.value);
+      if (x != std::string_view::npos) item.remove_prefix(x + 1);
+    }
+    if (shape[3] > 4) return Fail::fail("bad shape " + quoted + ": channels must be 1 to 4");
+    shapes.push_back(shape);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return {std::move(shapes), {}};
+}
+
+std::string to_string(const BatchShape& shape) {
+  return std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x" +
+         std::to_string(shape[2]) + "x" + std::to_string(shape[3]);
+}
+
 }  // namespace ferry::cli

@@ -2,6 +2,7 @@
 // Parse errors are returned as text (the caller prints them and exits with status 2).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -44,5 +45,15 @@ Parsed<std::uint64_t> parse_size(std::string_view text);
 Parsed<std::vector<std::uint64_t>> parse_size_list(std::string_view text);
 // A non-negative decimal integer no larger than max_value.
 Parsed<std::uint64_t> parse_count(std::string_view text, std::uint64_t max_value);
+// A --backend value: auto, cpu, vulkan or cuda.
+Parsed<std::string> parse_backend(std::string_view text);
+
+// An image batch shape NxHxWxC (batch, height, width, channels), e.g. 64x224x224x3.
+using BatchShape = std::array<std::uint32_t, 4>;
+// Comma-separated shapes, each dimension > 0 and channels 1 to 4, e.g.
+// "64x224x224x3,8x1080x1920x3".
+Parsed<std::vector<BatchShape>> parse_shape_list(std::string_view text);
+// "64x224x224x3"
+std::string to_string(const BatchShape& shape);
 
 }  // namespace ferry::cli

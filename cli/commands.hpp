@@ -26,8 +26,11 @@ DeviceOptions device_options();
 int run_info(const std::vector<std::string_view>& args);
 // `ferry bench transfer [options]`. args excludes "bench transfer".
 int run_bench_transfer(const std::vector<std::string_view>& args);
+// `ferry bench ingress [options]`. args excludes "bench ingress".
+int run_bench_ingress(const std::vector<std::string_view>& args);
 
 extern const char* const kInfoHelp;
 extern const char* const kBenchTransferHelp;
+extern const char* const kBenchIngressHelp;
 
 }  // namespace ferry::cli

@@ -1,4 +1,5 @@
-// `ferry`: inspect backends and devices, and benchmark transfers, through the public API only.
+// `ferry`: inspect backends and devices, and benchmark transfers and ingress, through the public
+// API only.
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -17,6 +18,7 @@ constexpr const char* kHelp =
     "Usage:\n"
     "  ferry info [--json]\n"
     "  ferry bench transfer [options]\n"
+    "  ferry bench ingress [options]\n"
     "  ferry --help | --version\n"
     "  ferry <command> --help\n"
     "\n"
@@ -26,6 +28,10 @@ constexpr const char* kHelp =
     "                   ferry's compute, upload and download queues.\n"
     "  bench transfer   Host<->device bandwidth (H2D, D2H, both at once) for the plain API path,\n"
     "                   the staging pool, and pageable memory, checked with random data.\n"
+    "  bench ingress    Image batches to normalized float tensors on the device: the host\n"
+    "                   converting to float32 and uploading it, against ferry's IngressPipeline\n"
+    "                   (uint8 upload, normalize on the device); the normalize op against a\n"
+    "                   device-to-device copy.\n"
     "\n"
     "Environment:\n"
     "  FERRY_VALIDATION=1   enable the API's validation layer (Vulkan: Khronos validation)\n"
@@ -77,15 +83,16 @@ int run(const std::vector<std::string_view>& args) {
   }
   if (command == "info") return run_info(rest);
   if (command == "bench") {
-    if (rest.empty()) return usage_error("'bench' needs a benchmark name: transfer");
+    if (rest.empty()) return usage_error("'bench' needs a benchmark name: transfer or ingress");
     if (rest[0] == "--help" || rest[0] == "-h") {
-      std::cout << kBenchTransferHelp;
+      std::cout << kBenchTransferHelp << "\n" << kBenchIngressHelp;
       return kExitOk;
     }
-    if (rest[0] == "transfer") {
-      return run_bench_transfer(std::vector<std::string_view>(rest.begin() + 1, rest.end()));
-    }
-    return usage_error("unknown benchmark '" + std::string(rest[0]) + "' (known: transfer)");
+    const std::vector<std::string_view> bench_args(rest.begin() + 1, rest.end());
+    if (rest[0] == "transfer") return run_bench_transfer(bench_args);
+    if (rest[0] == "ingress") return run_bench_ingress(bench_args);
+    return usage_error("unknown benchmark '" + std::string(rest[0]) +
+                       "' (known: transfer, ingress)");
   }
   return usage_error("unknown command '" + std::string(command) + "'");
 }

@@ -7,6 +7,8 @@
 #include <deque>
 #include <string>
 
+#include "bench_common.hpp"
+
 namespace ferry::cli {
 
 namespace {
@@ -17,26 +19,6 @@ constexpr std::uint64_t kSlabBytes = 64ull << 20;
 
 std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
-}
-
-// splitmix64: fast enough to fill a GiB quickly, and every seed gives different bytes.
-void fill_random(std::span<std::byte> bytes, std::uint64_t seed) {
-  std::uint64_t state = seed;
-  auto next = [&state] {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
-  std::size_t i = 0;
-  for (; i + 8 <= bytes.size(); i += 8) {
-    const std::uint64_t word = next();
-    std::memcpy(bytes.data() + i, &word, 8);
-  }
-  if (i < bytes.size()) {
-    const std::uint64_t word = next();
-    std::memcpy(bytes.data() + i, &word, bytes.size() - i);
-  }
 }
 
 // One direction of the pool path: chunks of pinned lease memory, a bounded number in flight.

@@ -1,6 +1,8 @@
 #include "cuda_device.hpp"
 
+#include <algorithm>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -66,8 +68,18 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::open(int index, DeviceInfo info)
     info.queues.push_back(assignment);
   }
 
+  // A tuning query: if it fails (say no kernel image for this GPU), copies still work, and a
+  // normalize launch reports the same error with its context.
+  unsigned normalize_blocks = kBlocksPerSm;
+  if (normalize_blocks_per_sm(&normalize_blocks) != cudaSuccess) {
+    normalize_blocks = kBlocksPerSm;
+    (void)cudaGetLastError();
+  }
+
   std::unique_ptr<CudaDevice> device(new CudaDevice(index, std::move(info)));
-  device->max_blocks_ = static_cast<unsigned>(sm_count > 0 ? sm_count : 1) * kBlocksPerSm;
+  const unsigned sms = static_cast<unsigned>(sm_count > 0 ? sm_count : 1);
+  device->max_blocks_ = sms * kBlocksPerSm;
+  device->normalize_max_blocks_ = sms * std::min(normalize_blocks, kBlocksPerSm);
   FERRY_RETURN_IF_ERROR(device->create_streams());  // on error the destructor cleans up
   return device;
 }
@@ -152,6 +164,52 @@ Status CudaDevice::record_fill(const FillCommand& fill, cudaStream_t stream) con
   return Status();
 }
 
+Status CudaDevice::record_normalize(const NormalizeCommand& normalize, cudaStream_t stream) const {
+  // Core validated the command; these keep a bad one from becoming out-of-bounds accesses.
+  if (normalize.batch == 0 || normalize.height == 0 || normalize.width == 0 ||
+      normalize.channels == 0 || normalize.channels > kNormalizeMaxChannels) {
+    return Status(ErrorCode::internal,
+                  "CUDA submit: normalize shape " + std::to_string(normalize.batch) + "x" +
+                      std::to_string(normalize.channels) + "x" + std::to_string(normalize.height) +
+                      "x" + std::to_string(normalize.width) + " (n x c x h x w) is invalid");
+  }
+  FERRY_ASSIGN_OR_RETURN(CudaBuffer * src, cuda_buffer(normalize.src, normalize.src_offset,
+                                                       normalize.input_span(), "normalize source"));
+  FERRY_ASSIGN_OR_RETURN(CudaBuffer * dst,
+                         cuda_buffer(normalize.dst, normalize.dst_offset, normalize.output_bytes(),
+                                     "normalize destination"));
+  NormalizeLaunch launch;
+  // src may be pinned host memory (a staging lease): the kernel reads it through unified
+  // addressing at the same address.
+  launch.src = src->data() + normalize.src_offset;
+  launch.dst = dst->data() + normalize.dst_offset;
+  launch.batch = normalize.batch;
+  launch.channels = normalize.channels;
+  launch.height = normalize.height;
+  launch.width = normalize.width;
+  launch.image_stride = normalize.image_stride;
+  launch.channel_stride = normalize.channel_stride;
+  launch.row_stride = normalize.row_stride;
+  launch.pixel_stride = normalize.pixel_stride;
+  launch.mirror = normalize.mirror;
+  switch (normalize.output_type) {
+    case ElementType::float32: launch.output_type = NormalizeOutputType::float32; break;
+    case ElementType::float16: launch.output_type = NormalizeOutputType::float16; break;
+    case ElementType::bfloat16: launch.output_type = NormalizeOutputType::bfloat16; break;
+  }
+  switch (normalize.output_layout) {
+    case ImageLayout::nchw: launch.output_layout = NormalizeOutputLayout::nchw; break;
+    case ImageLayout::nhwc: launch.output_layout = NormalizeOutputLayout::nhwc; break;
+  }
+  for (std::uint32_t c = 0; c < normalize.channels; ++c) {
+    launch.scale[c] = normalize.scale[c];
+    launch.bias[c] = normalize.bias[c];
+  }
+  const cudaError_t error = launch_normalize(launch, normalize_max_blocks_, stream);
+  if (error != cudaSuccess) return cuda_status(error, "launch_normalize (normalize kernel)");
+  return Status();
+}
+
 Status CudaDevice::submit(QueueKind queue, const Submission& submission) {
   const auto queue_index = static_cast<std::size_t>(queue);
   if (queue_index >= streams_.size()) {
@@ -201,9 +259,20 @@ Status CudaDevice::submit(QueueKind queue, const Submission& submission) {
   }
   for (std::size_t i = 0; i < submission.commands.size(); ++i) {
     const Command& command = submission.commands[i];
-    Status status = std::holds_alternative<CopyCommand>(command)
-                        ? record_copy(std::get<CopyCommand>(command), stream)
-                        : record_fill(std::get<FillCommand>(command), stream);
+    Status status = std::visit(
+        [&](const auto& recorded) -> Status {
+          using Recorded = std::decay_t<decltype(recorded)>;
+          if constexpr (std::is_same_v<Recorded, CopyCommand>) {
+            return record_copy(recorded, stream);
+          } else if constexpr (std::is_same_v<Recorded, FillCommand>) {
+            return record_fill(recorded, stream);
+          } else {
+            // A command type added without a recorder here fails to compile.
+            static_assert(std::is_same_v<Recorded, NormalizeCommand>);
+            return record_normalize(recorded, stream);
+          }
+        },
+        command);
     if (!status.ok()) {
       status.with_context("command " + std::to_string(i + 1) + " of " +
                           std::to_string(submission.commands.size()));

@@ -35,11 +35,13 @@ class CudaDevice final : public BackendDevice {
   Status create_streams();
   Status record_copy(const CopyCommand& copy, cudaStream_t stream) const;
   Status record_fill(const FillCommand& fill, cudaStream_t stream) const;
+  Status record_normalize(const NormalizeCommand& normalize, cudaStream_t stream) const;
 
   const int index_;
   DeviceInfo info_;
   std::array<cudaStream_t, kQueueKindCount> streams_{};  // indexed by QueueKind
   unsigned max_blocks_ = 1;  // grid size cap for the backend's kernels
+  unsigned normalize_max_blocks_ = 1;  // the normalize kernel's: as many as are resident at once
 };
 
 }  // namespace ferry::backend::cuda

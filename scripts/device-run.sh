@@ -4,12 +4,16 @@
 #   check      ferry info, unit tests, hello_transfer on every backend, the conformance suite with
 #              FERRY_REQUIRE=cpu,vulkan,cuda and Vulkan validation on
 #   sanitize   the conformance suite on CUDA under compute-sanitizer memcheck, racecheck, synccheck
-#   bench      ferry bench transfer on cuda and on vulkan (table and JSON; extra arguments
-#              from FERRY_BENCH_ARGS, e.g. --quick)
+#   bench      ferry bench transfer and ferry bench ingress on cuda and on vulkan (tables and
+#              JSON; extra arguments from FERRY_BENCH_ARGS for transfer, e.g. --quick, and from
+#              FERRY_INGRESS_ARGS for ingress, e.g. --quick or --shapes 64x224x224x3)
+#   bench-transfer, bench-ingress   one of the two only
 # Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt, benchmark output beside them
-# (few files: the device tool returns at most 8).
+# (few files: the device tool returns at most 8): bench-<backend>.txt holds the transfer table
+# and then the ingress table, bench-<backend>.json the transfer JSON, and bench-ingress.tar.gz
+# bench-ingress-<backend>.txt and .json.
 set -uo pipefail
-out=${1:?usage: scripts/device-run.sh OUTDIR [check] [sanitize] [bench]}
+out=${1:?usage: scripts/device-run.sh OUTDIR [STEP...] (steps: see the top of this script)}
 shift
 steps=${*:-check sanitize bench}
 mkdir -p "$out/logs"
@@ -49,16 +53,30 @@ for s in $steps; do
           "$bin/ferry_conformance"
       done
       ;;
-    bench)
+    bench|bench-transfer|bench-ingress)
       for b in cuda vulkan; do
-        step "bench-$b" "$bin/ferry" bench transfer --backend "$b" --json-file "$out/bench-$b.json" \
-          ${FERRY_BENCH_ARGS:-}
-        cp "$out/logs/bench-$b.log" "$out/bench-$b.txt"
+        if [ "$s" != bench-ingress ]; then
+          step "bench-$b" "$bin/ferry" bench transfer --backend "$b" \
+            --json-file "$out/bench-$b.json" ${FERRY_BENCH_ARGS:-}
+          cp "$out/logs/bench-$b.log" "$out/bench-$b.txt"
+        fi
+        if [ "$s" != bench-transfer ]; then
+          mkdir -p "$out/ingress"
+          step "bench-ingress-$b" "$bin/ferry" bench ingress --backend "$b" \
+            --json-file "$out/ingress/bench-ingress-$b.json" ${FERRY_INGRESS_ARGS:-}
+          cp "$out/logs/bench-ingress-$b.log" "$out/ingress/bench-ingress-$b.txt"
+          { echo; cat "$out/ingress/bench-ingress-$b.txt"; } >>"$out/bench-$b.txt"
+          grep -E '^  target \(' "$out/ingress/bench-ingress-$b.txt" |
+            sed "s/^  target/  $b target/" >>"$out/summary.txt"
+        fi
       done
       ;;
     *) echo "unknown step $s" >&2; failed=1 ;;
   esac
 done
+if [ -d "$out/ingress" ]; then
+  tar czf "$out/bench-ingress.tar.gz" -C "$out/ingress" . && rm -rf "$out/ingress"
+fi
 tar czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$out/logs"
 cat "$out/summary.txt"
 exit $failed

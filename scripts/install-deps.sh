@@ -12,6 +12,7 @@ packages=(
   vulkan-validationlayers                       # Khronos validation, on in the Vulkan tests
   mesa-vulkan-drivers                           # lavapipe: Vulkan on the CPU where there is no GPU
   vulkan-tools                                  # vulkaninfo, for diagnosing driver set-up
+  libstb-dev                                    # stb: PNG/JPEG for samples/image_ingest only
 )
 
 missing=()

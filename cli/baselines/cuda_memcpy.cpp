@@ -102,6 +102,58 @@ CudaMemcpyBaseline measure_cuda_memcpy(int device, std::uint64_t bytes, double m
   return out;
 }
 
+CudaCopyBaseline measure_cuda_memcpy_d2d(int device, std::uint64_t bytes, std::uint32_t commands,
+                                         double min_time_ms) {
+  CudaCopyBaseline out;
+  auto fail = [&](const char* call, cudaError_t error) {
+    out.available = false;
+    out.reason = std::string(call) + ": " + cudaGetErrorName(error) + " (" +
+                 cudaGetErrorString(error) + ")";
+    return out;
+  };
+  int count = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    return fail("cudaGetDeviceCount", e);
+  }
+  if (device >= count) return fail("cudaSetDevice", cudaErrorInvalidDevice);
+  if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return fail("cudaSetDevice", e);
+
+  const auto n = static_cast<std::size_t>(bytes);
+  void* src = nullptr;
+  void* dst = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaError_t error = cudaMalloc(&src, n);
+  if (error == cudaSuccess) error = cudaMalloc(&dst, n);
+  if (error == cudaSuccess) error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (error == cudaSuccess) error = cudaMemsetAsync(src, 0x5a, n, stream);
+  if (error == cudaSuccess) error = cudaStreamSynchronize(stream);
+  if (error == cudaSuccess) {
+    bool ok = true;
+    auto check = [&](cudaError_t e) {
+      if (e != cudaSuccess && ok) {
+        ok = false;
+        error = e;
+      }
+      return ok;
+    };
+    const double seconds = median_seconds([&] {
+      for (std::uint32_t k = 0; k < commands; ++k) {
+        if (!check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream))) return false;
+      }
+      return check(cudaStreamSynchronize(stream));
+    }, min_time_ms);
+    if (ok && seconds > 0) {
+      out.gbps = 2.0 * static_cast<double>(bytes) * commands / seconds / 1e9;
+      out.available = true;
+    }
+  }
+  if (error != cudaSuccess) fail("CUDA device-to-device baseline", error);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+  cudaFree(src);
+  cudaFree(dst);
+  return out;
+}
+
 }  // namespace ferry::cli
 
 #else
@@ -110,6 +162,12 @@ namespace ferry::cli {
 
 CudaMemcpyBaseline measure_cuda_memcpy(int, std::uint64_t, double) {
   CudaMemcpyBaseline out;
+  out.reason = "this ferry was built without the CUDA backend";
+  return out;
+}
+
+CudaCopyBaseline measure_cuda_memcpy_d2d(int, std::uint64_t, std::uint32_t, double) {
+  CudaCopyBaseline out;
   out.reason = "this ferry was built without the CUDA backend";
   return out;
 }

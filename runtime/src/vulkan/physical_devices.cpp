@@ -77,6 +77,48 @@ Result<HostMemoryImport> describe_host_memory_import(VkPhysicalDevice handle) {
   return import;
 }
 
+NormalizeSupport describe_normalize_support(const std::string& device_name,
+                                            const VkPhysicalDeviceFeatures2& features,
+                                            const VkPhysicalDeviceVulkan11Features& features11,
+                                            const VkPhysicalDeviceVulkan12Features& features12) {
+  NormalizeSupport support;
+  std::string missing;
+  auto require = [&](VkBool32 present, const char* name) {
+    if (present) return;
+    if (!missing.empty()) missing += ", ";
+    missing += name;
+  };
+  require(features.features.shaderInt64, "shaderInt64");
+  require(features12.storageBuffer8BitAccess, "storageBuffer8BitAccess");
+  require(features11.storageBuffer16BitAccess, "storageBuffer16BitAccess");
+  support.supported = missing.empty();
+  if (!support.supported) {
+    support.unsupported_reason = device_name + " lacks " + missing +
+                                 " (the shader needs shaderInt64, storageBuffer8BitAccess and "
+                                 "storageBuffer16BitAccess)";
+  }
+  return support;
+}
+
+// SM count and threads per SM from VK_NV_shader_sm_builtins, when the device has it.
+Status describe_compute_units(VkPhysicalDevice handle, PhysicalDevice& device) {
+  FERRY_ASSIGN_OR_RETURN(const bool sm_builtins,
+                         has_device_extension(handle, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME));
+  if (!sm_builtins) return Status();
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{};
+  sm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV;
+  VkPhysicalDeviceVulkan11Properties properties11{};
+  properties11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES;
+  properties11.pNext = &sm;
+  VkPhysicalDeviceProperties2 properties{};
+  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties.pNext = &properties11;
+  vkGetPhysicalDeviceProperties2(handle, &properties);
+  device.compute_units = sm.shaderSMCount;
+  device.threads_per_compute_unit = sm.shaderWarpsPerSM * properties11.subgroupSize;
+  return Status();
+}
+
 void describe_memory(VkPhysicalDevice handle, PhysicalDevice& device) {
   VkPhysicalDeviceMemoryProperties memory{};
   vkGetPhysicalDeviceMemoryProperties(handle, &memory);
@@ -172,9 +214,12 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
   VkPhysicalDeviceVulkan12Features features12{};
   features12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   features12.pNext = &features13;
+  VkPhysicalDeviceVulkan11Features features11{};
+  features11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  features11.pNext = &features12;
   VkPhysicalDeviceFeatures2 features{};
   features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-  features.pNext = &features12;
+  features.pNext = &features11;
   vkGetPhysicalDeviceFeatures2(handle, &features);
   if (!features12.timelineSemaphore) return std::string("no timelineSemaphore feature");
   if (!features13.synchronization2) return std::string("no synchronization2 feature");
@@ -191,6 +236,9 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
   }
   device.queue_plan = std::move(plan).value();
   FERRY_ASSIGN_OR_RETURN(device.host_memory_import, describe_host_memory_import(handle));
+  device.normalize_support =
+      describe_normalize_support(device.info.name, features, features11, features12);
+  FERRY_RETURN_IF_ERROR(describe_compute_units(handle, device));
   device.info.queues.assign(device.queue_plan.queues.begin(), device.queue_plan.queues.end());
   return std::string();
 }

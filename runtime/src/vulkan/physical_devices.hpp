@@ -26,6 +26,11 @@ struct PhysicalDevice {
   std::vector<MemoryTypeInfo> memory_types;       // indexed like VkPhysicalDeviceMemoryProperties
   std::uint32_t unusable_memory_type_bits = 0;    // protected / lazily allocated / AMD-specific
   HostMemoryImport host_memory_import;            // optional: for register_host_memory
+  NormalizeSupport normalize_support;             // optional: for normalize
+  // Compute units (NVIDIA: SMs) and the threads each runs at a time, when the driver says
+  // (VK_NV_shader_sm_builtins); 0 when unknown. Sizes normalize's grid.
+  std::uint32_t compute_units = 0;
+  std::uint32_t threads_per_compute_unit = 0;
 };
 
 struct PhysicalDeviceList {

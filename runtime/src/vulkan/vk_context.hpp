@@ -11,10 +11,11 @@
 
 #include "vulkan/fill_plan.hpp"
 #include "vulkan/memory_types.hpp"
+#include "vulkan/normalize_plan.hpp"
 
 namespace ferry::vulkan {
 
-// Every ferry buffer: a copy source and target, and a storage buffer for the fill shader.
+// Every ferry buffer: a copy source and target, and a storage buffer for the shaders.
 inline constexpr VkBufferUsageFlags kBufferUsage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                                    VK_BUFFER_USAGE_TRANSFER_DST_BIT |
                                                    VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
@@ -24,6 +25,14 @@ struct HostMemoryImport {
   bool supported = false;               // on a VkDevice: the extension is enabled
   std::string unsupported_reason;       // why not, when !supported
   std::uint64_t pointer_alignment = 0;  // minImportedHostPointerAlignment
+};
+
+// Whether the device has what shaders/normalize.comp needs: shaderInt64 (the integer arithmetic
+// of its lookup table), storageBuffer8BitAccess (byte loads) and storageBuffer16BitAccess (16-bit
+// stores). On a VkDevice: the features are enabled.
+struct NormalizeSupport {
+  bool supported = false;
+  std::string unsupported_reason;  // what is missing, when !supported
 };
 
 struct DeviceContext {
@@ -38,6 +47,8 @@ struct DeviceContext {
   // Distinct queue families in use; buffers are shared CONCURRENTly across them when > 1.
   std::vector<std::uint32_t> queue_families;
   FillLimits fill_limits;
+  NormalizeLimits normalize_limits;
+  NormalizeSupport normalize_support;
   HostMemoryImport host_memory_import;
 };
 

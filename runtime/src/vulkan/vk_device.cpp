@@ -10,6 +10,35 @@
 #include "vulkan/vk_timeline.hpp"
 
 namespace ferry::vulkan {
+namespace {
+
+// normalize.comp's workgroup size (a specialization constant), and its grid when the device does
+// not say how many threads it runs at a time: enough to fill a large GPU, few enough that each
+// workgroup's lookup table is built once per many pixels.
+constexpr std::uint32_t kNormalizeWorkgroupSize = 256;
+constexpr std::uint32_t kNormalizeDefaultGroupCount = 1024;
+
+NormalizeLimits normalize_limits(const PhysicalDevice& physical) {
+  const VkPhysicalDeviceLimits& limits = physical.limits;
+  NormalizeLimits normalize;
+  normalize.offset_alignment = limits.minStorageBufferOffsetAlignment;
+  normalize.max_window_bytes = limits.maxStorageBufferRange;
+  normalize.workgroup_size =
+      std::min({kNormalizeWorkgroupSize, limits.maxComputeWorkGroupSize[0],
+                limits.maxComputeWorkGroupInvocations});
+  // One grid-stride wave: as many workgroups as the device keeps resident.
+  std::uint32_t groups = kNormalizeDefaultGroupCount;
+  if (physical.compute_units != 0 && physical.threads_per_compute_unit != 0) {
+    const std::uint32_t resident_per_unit =
+        std::max<std::uint32_t>(physical.threads_per_compute_unit / normalize.workgroup_size, 1);
+    groups = physical.compute_units * resident_per_unit;
+  }
+  normalize.max_group_count =
+      std::min<std::uint32_t>({groups, limits.maxComputeWorkGroupCount[0], 65535});
+  return normalize;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<VulkanDevice>> VulkanDevice::create(
     std::unique_ptr<VulkanInstance> instance, const PhysicalDevice& physical) {
@@ -46,9 +75,18 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
   features12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   features12.pNext = &features13;
   features12.timelineSemaphore = VK_TRUE;
+  VkPhysicalDeviceVulkan11Features features11{};
+  features11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  features11.pNext = &features12;
   VkPhysicalDeviceFeatures2 features{};
   features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-  features.pNext = &features12;
+  features.pNext = &features11;
+  // Optional: only normalize needs them (without them it reports unavailable).
+  if (physical.normalize_support.supported) {
+    features.features.shaderInt64 = VK_TRUE;
+    features12.storageBuffer8BitAccess = VK_TRUE;
+    features11.storageBuffer16BitAccess = VK_TRUE;
+  }
 
   std::vector<const char*> extensions = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
   // Optional: only register_host_memory needs it.
@@ -78,11 +116,14 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
       std::min<std::uint32_t>(physical.limits.maxComputeWorkGroupCount[0], 65535);
   context_.fill_limits.workgroup_size = shaders::kFillWorkgroupSize;
   context_.host_memory_import = physical.host_memory_import;
+  context_.normalize_limits = normalize_limits(physical);
+  context_.normalize_support = physical.normalize_support;
 
   for (std::size_t kind = 0; kind < queues_.size(); ++kind) {
     FERRY_RETURN_IF_ERROR(queues_[kind].create(context_, plan.queues[kind]));
   }
   FERRY_RETURN_IF_ERROR(fill_pipeline_.create(context_));
+  FERRY_RETURN_IF_ERROR(normalize_pipeline_.create(context_));
   return Status();
 }
 
@@ -91,6 +132,7 @@ VulkanDevice::~VulkanDevice() {
     // Nothing can be reported from a destructor; destruction goes ahead regardless.
     (void)context_.vk.vkDeviceWaitIdle(context_.device);
     fill_pipeline_.destroy();
+    normalize_pipeline_.destroy();
     for (LogicalQueue& queue : queues_) queue.destroy();
     context_.vk.vkDestroyDevice(context_.device, nullptr);
   }
@@ -121,7 +163,8 @@ Status VulkanDevice::submit(QueueKind queue_kind, const backend::Submission& sub
   if (!submission.commands.empty()) {
     FERRY_ASSIGN_OR_RETURN(command_buffer, queue.acquire_command_buffer());
     const Status recorded =
-        record_commands(context_, fill_pipeline_, command_buffer, submission.commands);
+        record_commands(context_, {fill_pipeline_, normalize_pipeline_}, command_buffer,
+                        submission.commands);
     if (!recorded.ok()) {
       queue.release_unsubmitted(command_buffer);
       return recorded;

@@ -1,4 +1,4 @@
-// A VkDevice with ferry's three logical queues and the fill pipeline.
+// A VkDevice with ferry's three logical queues and the fill and normalize pipelines.
 #pragma once
 
 #include <volk.h>
@@ -8,6 +8,7 @@
 
 #include "core/backend.hpp"
 #include "vulkan/fill_pipeline.hpp"
+#include "vulkan/normalize_pipeline.hpp"
 #include "vulkan/physical_devices.hpp"
 #include "vulkan/vk_context.hpp"
 #include "vulkan/vk_instance.hpp"
@@ -49,6 +50,7 @@ class VulkanDevice final : public backend::BackendDevice {
   DeviceContext context_;
   std::array<LogicalQueue, kQueueKindCount> queues_;
   FillPipeline fill_pipeline_;
+  NormalizePipeline normalize_pipeline_;
 };
 
 }  // namespace ferry::vulkan

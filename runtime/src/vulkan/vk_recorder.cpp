@@ -26,13 +26,19 @@ CommandAccess access_of(const backend::Command& command) {
     access.write_access = VK_ACCESS_2_TRANSFER_WRITE_BIT;
     access.read = static_cast<const VulkanBuffer*>(copy->src);
     access.written = static_cast<const VulkanBuffer*>(copy->dst);
-  } else {
-    const auto& fill = std::get<backend::FillCommand>(command);
+  } else if (const auto* fill = std::get_if<backend::FillCommand>(&command)) {
     // The edge words are read-modify-write (atomics).
     access.stage = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
     access.access = VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
     access.write_access = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
-    access.written = static_cast<const VulkanBuffer*>(fill.dst);
+    access.written = static_cast<const VulkanBuffer*>(fill->dst);
+  } else {
+    const auto& normalize = std::get<backend::NormalizeCommand>(command);
+    access.stage = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
+    access.access = VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
+    access.write_access = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
+    access.read = static_cast<const VulkanBuffer*>(normalize.src);
+    access.written = static_cast<const VulkanBuffer*>(normalize.dst);
   }
   return access;
 }
@@ -90,7 +96,7 @@ void record_barrier(const VolkDeviceTable& vk, VkCommandBuffer command_buffer,
 }
 
 // Records between vkBeginCommandBuffer and vkEndCommandBuffer.
-Status record_body(const DeviceContext& context, const FillPipeline& fill_pipeline,
+Status record_body(const DeviceContext& context, const Pipelines& pipelines,
                    VkCommandBuffer command_buffer, std::span<const backend::Command> commands) {
   const VolkDeviceTable& vk = context.vk;
   // Earlier submissions on this VkQueue, whatever they did.
@@ -112,7 +118,8 @@ Status record_body(const DeviceContext& context, const FillPipeline& fill_pipeli
   }
 
   HazardTracker hazards;
-  bool fill_bound = false;
+  enum class BoundPipeline { none, fill, normalize };
+  BoundPipeline bound = BoundPipeline::none;
   for (const backend::Command& command : commands) {
     const CommandAccess access = access_of(command);
     if (hazards.conflicts(access)) record_barrier(vk, command_buffer, hazards.barrier(all));
@@ -125,15 +132,24 @@ Status record_body(const DeviceContext& context, const FillPipeline& fill_pipeli
       region.size = copy->size;
       vk.vkCmdCopyBuffer(command_buffer, static_cast<const VulkanBuffer*>(copy->src)->handle(),
                          static_cast<const VulkanBuffer*>(copy->dst)->handle(), 1, &region);
-    } else {
-      const auto& fill = std::get<backend::FillCommand>(command);
-      if (!fill_bound) {
-        fill_pipeline.bind(command_buffer);
-        fill_bound = true;
+    } else if (const auto* fill = std::get_if<backend::FillCommand>(&command)) {
+      if (bound != BoundPipeline::fill) {
+        pipelines.fill.bind(command_buffer);
+        bound = BoundPipeline::fill;
       }
-      FERRY_RETURN_IF_ERROR(fill_pipeline.record(
-          command_buffer, static_cast<const VulkanBuffer*>(fill.dst)->handle(), fill.offset,
-          fill.size, fill.pattern));
+      FERRY_RETURN_IF_ERROR(pipelines.fill.record(
+          command_buffer, static_cast<const VulkanBuffer*>(fill->dst)->handle(), fill->offset,
+          fill->size, fill->pattern));
+    } else {
+      const auto& normalize = std::get<backend::NormalizeCommand>(command);
+      FERRY_RETURN_IF_ERROR(pipelines.normalize.check_supported());  // before binding
+      if (bound != BoundPipeline::normalize) {
+        pipelines.normalize.bind(command_buffer);
+        bound = BoundPipeline::normalize;
+      }
+      FERRY_RETURN_IF_ERROR(pipelines.normalize.record(
+          command_buffer, static_cast<const VulkanBuffer*>(normalize.src)->handle(),
+          static_cast<const VulkanBuffer*>(normalize.dst)->handle(), normalize));
     }
   }
 
@@ -151,7 +167,7 @@ Status record_body(const DeviceContext& context, const FillPipeline& fill_pipeli
 
 }  // namespace
 
-Status record_commands(const DeviceContext& context, const FillPipeline& fill_pipeline,
+Status record_commands(const DeviceContext& context, const Pipelines& pipelines,
                        VkCommandBuffer command_buffer,
                        std::span<const backend::Command> commands) {
   const VolkDeviceTable& vk = context.vk;
@@ -159,7 +175,7 @@ Status record_commands(const DeviceContext& context, const FillPipeline& fill_pi
   begin_info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   begin_info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   FERRY_VK_RETURN_IF_ERROR(vk.vkBeginCommandBuffer(command_buffer, &begin_info));
-  Status recorded = record_body(context, fill_pipeline, command_buffer, commands);
+  Status recorded = record_body(context, pipelines, command_buffer, commands);
   if (recorded.ok()) {
     FERRY_VK_RETURN_IF_ERROR(vk.vkEndCommandBuffer(command_buffer));
     return recorded;

@@ -13,11 +13,20 @@
 
 #include "core/backend.hpp"
 #include "vulkan/fill_pipeline.hpp"
+#include "vulkan/normalize_pipeline.hpp"
 #include "vulkan/vk_context.hpp"
 
 namespace ferry::vulkan {
 
-Status record_commands(const DeviceContext& context, const FillPipeline& fill_pipeline,
+// The device's compute pipelines, for the commands that run a shader.
+struct Pipelines {
+  const FillPipeline& fill;
+  const NormalizePipeline& normalize;
+};
+
+// Fails (recording nothing) when a command cannot run on this device, e.g. a normalize where the
+// device lacks the shader's features (ErrorCode::unavailable).
+Status record_commands(const DeviceContext& context, const Pipelines& pipelines,
                        VkCommandBuffer command_buffer,
                        std::span<const backend::Command> commands);
 

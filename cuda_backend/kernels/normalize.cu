@@ -1,0 +1,168 @@
+// The normalize kernel (NormalizeCommand): uint8 images to float32 / float16 / bfloat16 tensors.
+// One instantiation per output type, output layout and channel count, so a thread's inner loops
+// are fully unrolled and branch on none of them (vector or element stores is one branch per work
+// item, the same in every thread).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "launch_grid.cuh"
+#include "normalize_thread.cuh"
+
+namespace ferry::backend::cuda {
+namespace {
+
+// fma with one rounding to nearest even, subnormals kept. Written as PTX because __fmaf_rn
+// follows -ftz=true (it becomes fma.rn.ftz.f32, flushing subnormal results), and no build flag
+// may change the op's bits.
+__device__ inline float fma_rn(float a, float b, float c) {
+  float result;
+  asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(result) : "f"(a), "f"(b), "f"(c));
+  return result;
+}
+
+// Then round to nearest even for the 16-bit types (cvt.rn; overflow gives infinity). The results
+// are bit-identical to the CPU reference's std::fma and to_float16_bits / to_bfloat16_bits.
+template <NormalizeOutputType kType>
+struct DeviceEncoder;
+
+template <>
+struct DeviceEncoder<NormalizeOutputType::float32> {
+  __device__ static std::uint32_t bits(float value, float scale, float bias) {
+    return __float_as_uint(fma_rn(value, scale, bias));
+  }
+};
+
+template <>
+struct DeviceEncoder<NormalizeOutputType::float16> {
+  __device__ static std::uint32_t bits(float value, float scale, float bias) {
+    return __half_as_ushort(__float2half_rn(fma_rn(value, scale, bias)));
+  }
+};
+
+template <>
+struct DeviceEncoder<NormalizeOutputType::bfloat16> {
+  __device__ static std::uint32_t bits(float value, float scale, float bias) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(fma_rn(value, scale, bias)));
+  }
+};
+
+// The arguments stay in the kernel parameter space (__grid_constant__: no per-thread copy), so
+// scale[c] and bias[c] with c unrolled are constant-bank operands, not memory loads.
+template <NormalizeOutputType kType, NormalizeOutputLayout kLayout, std::uint32_t kChannels>
+__global__ void __launch_bounds__(kKernelBlockSize)
+    normalize_kernel(const __grid_constant__ NormalizeArgs args) {
+  const std::uint32_t thread = blockIdx.x * blockDim.x + threadIdx.x;
+  normalize_thread<kType, kLayout, kChannels, DeviceEncoder<kType>>(args, thread);
+}
+
+template <NormalizeOutputType kType, NormalizeOutputLayout kLayout>
+cudaError_t enqueue_for_channels(const NormalizeArgs& args, std::uint32_t channels,
+                                 unsigned blocks, cudaStream_t stream) {
+  switch (channels) {
+    case 1:
+      normalize_kernel<kType, kLayout, 1><<<blocks, kKernelBlockSize, 0, stream>>>(args);
+      return cudaSuccess;
+    case 2:
+      normalize_kernel<kType, kLayout, 2><<<blocks, kKernelBlockSize, 0, stream>>>(args);
+      return cudaSuccess;
+    case 3:
+      normalize_kernel<kType, kLayout, 3><<<blocks, kKernelBlockSize, 0, stream>>>(args);
+      return cudaSuccess;
+    case 4:
+      normalize_kernel<kType, kLayout, 4><<<blocks, kKernelBlockSize, 0, stream>>>(args);
+      return cudaSuccess;
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+template <NormalizeOutputType kType>
+cudaError_t enqueue_for_layout(const NormalizeArgs& args, NormalizeOutputLayout layout,
+                               std::uint32_t channels, unsigned blocks, cudaStream_t stream) {
+  switch (layout) {
+    case NormalizeOutputLayout::nchw:
+      return enqueue_for_channels<kType, NormalizeOutputLayout::nchw>(args, channels, blocks,
+                                                                      stream);
+    case NormalizeOutputLayout::nhwc:
+      return enqueue_for_channels<kType, NormalizeOutputLayout::nhwc>(args, channels, blocks,
+                                                                      stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <NormalizeOutputType kType, NormalizeOutputLayout kLayout, std::uint32_t kChannels>
+cudaError_t lower_to_resident_blocks(int* fewest) {
+  int blocks = 0;
+  const cudaError_t error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &blocks, normalize_kernel<kType, kLayout, kChannels>, kKernelBlockSize, 0);
+  if (error == cudaSuccess && blocks < *fewest) *fewest = blocks;
+  return error;
+}
+
+template <NormalizeOutputType kType, NormalizeOutputLayout kLayout>
+cudaError_t lower_to_resident_blocks_for_channels(int* fewest) {
+  cudaError_t error = lower_to_resident_blocks<kType, kLayout, 1>(fewest);
+  if (error == cudaSuccess) error = lower_to_resident_blocks<kType, kLayout, 2>(fewest);
+  if (error == cudaSuccess) error = lower_to_resident_blocks<kType, kLayout, 3>(fewest);
+  if (error == cudaSuccess) error = lower_to_resident_blocks<kType, kLayout, 4>(fewest);
+  return error;
+}
+
+template <NormalizeOutputType kType>
+cudaError_t lower_to_resident_blocks_for_layouts(int* fewest) {
+  cudaError_t error =
+      lower_to_resident_blocks_for_channels<kType, NormalizeOutputLayout::nchw>(fewest);
+  if (error == cudaSuccess) {
+    error = lower_to_resident_blocks_for_channels<kType, NormalizeOutputLayout::nhwc>(fewest);
+  }
+  return error;
+}
+
+// Keeps blocks * kKernelBlockSize within 32 bits (thread indices are 32-bit).
+constexpr unsigned kMaxNormalizeBlocks = 1u << 20;
+
+}  // namespace
+
+cudaError_t launch_normalize(const NormalizeLaunch& launch, unsigned max_blocks,
+                             cudaStream_t stream) {
+  (void)cudaGetLastError();  // see launch_fill
+  if (!normalize_launch_valid(launch)) return cudaErrorInvalidValue;
+  unsigned blocks = grid_blocks(normalize_work_items(launch), max_blocks);
+  if (blocks > kMaxNormalizeBlocks) blocks = kMaxNormalizeBlocks;
+  const NormalizeArgs args = make_normalize_args(launch, blocks * kKernelBlockSize);
+  cudaError_t enqueued = cudaErrorInvalidValue;
+  switch (launch.output_type) {
+    case NormalizeOutputType::float32:
+      enqueued = enqueue_for_layout<NormalizeOutputType::float32>(args, launch.output_layout,
+                                                                  launch.channels, blocks, stream);
+      break;
+    case NormalizeOutputType::float16:
+      enqueued = enqueue_for_layout<NormalizeOutputType::float16>(args, launch.output_layout,
+                                                                  launch.channels, blocks, stream);
+      break;
+    case NormalizeOutputType::bfloat16:
+      enqueued = enqueue_for_layout<NormalizeOutputType::bfloat16>(args, launch.output_layout,
+                                                                   launch.channels, blocks, stream);
+      break;
+  }
+  if (enqueued != cudaSuccess) return enqueued;
+  return cudaGetLastError();
+}
+
+cudaError_t normalize_blocks_per_sm(unsigned* blocks) {
+  int fewest = 1 << 30;
+  cudaError_t error = lower_to_resident_blocks_for_layouts<NormalizeOutputType::float32>(&fewest);
+  if (error == cudaSuccess) {
+    error = lower_to_resident_blocks_for_layouts<NormalizeOutputType::float16>(&fewest);
+  }
+  if (error == cudaSuccess) {
+    error = lower_to_resident_blocks_for_layouts<NormalizeOutputType::bfloat16>(&fewest);
+  }
+  if (error != cudaSuccess) return error;
+  *blocks = fewest > 0 ? static_cast<unsigned>(fewest) : 1u;
+  return cudaSuccess;
+}
+
+}  // namespace ferry::backend::cuda

@@ -1,0 +1,214 @@
+#include "vulkan/normalize_pipeline.hpp"
+
+#include <array>
+#include <vector>
+
+#include "ferry/shaders/normalize.comp.spv.h"
+#include "normalize_push_constants.h"
+#include "vulkan/normalize_plan.hpp"
+#include "vulkan/spirv_layout.hpp"
+#include "vulkan/vk_status.hpp"
+
+namespace ferry::vulkan {
+namespace {
+
+// The C++ push constants against the compiled shader (shaders/normalize_push_constants.h checks
+// them against the std430 offsets it expects; this checks the SPIR-V agrees).
+using shaders::NormalizePushConstants;
+constexpr spirv::PushConstantLayout kNormalizeLayout =
+    spirv::push_constant_layout(shaders::normalize_spv);
+static_assert(kNormalizeLayout.found, "normalize.comp must declare one push-constant block");
+static_assert(kNormalizeLayout.member_count == 19);
+static_assert(kNormalizeLayout.offsets[0] == offsetof(NormalizePushConstants, src_origin));
+static_assert(kNormalizeLayout.offsets[1] == offsetof(NormalizePushConstants, image_stride));
+static_assert(kNormalizeLayout.offsets[2] == offsetof(NormalizePushConstants, channel_stride));
+static_assert(kNormalizeLayout.offsets[3] == offsetof(NormalizePushConstants, row_stride));
+static_assert(kNormalizeLayout.offsets[4] == offsetof(NormalizePushConstants, pixel_step));
+static_assert(kNormalizeLayout.offsets[5] == offsetof(NormalizePushConstants, width));
+static_assert(kNormalizeLayout.offsets[6] == offsetof(NormalizePushConstants, height));
+static_assert(kNormalizeLayout.offsets[7] == offsetof(NormalizePushConstants, image_count));
+static_assert(kNormalizeLayout.offsets[8] == offsetof(NormalizePushConstants, channels));
+static_assert(kNormalizeLayout.offsets[9] == offsetof(NormalizePushConstants, output_type));
+static_assert(kNormalizeLayout.offsets[10] == offsetof(NormalizePushConstants, dst_origin));
+static_assert(kNormalizeLayout.offsets[11] == offsetof(NormalizePushConstants, pixel_elements));
+static_assert(kNormalizeLayout.offsets[12] == offsetof(NormalizePushConstants, image_gap));
+static_assert(kNormalizeLayout.offsets[13] == offsetof(NormalizePushConstants, channel_elements));
+static_assert(kNormalizeLayout.offsets[14] == offsetof(NormalizePushConstants, step_x));
+static_assert(kNormalizeLayout.offsets[15] == offsetof(NormalizePushConstants, step_rows));
+static_assert(kNormalizeLayout.offsets[16] == offsetof(NormalizePushConstants, step_images));
+static_assert(kNormalizeLayout.offsets[17] == offsetof(NormalizePushConstants, scale_bits));
+static_assert(kNormalizeLayout.offsets[18] == offsetof(NormalizePushConstants, bias_bits));
+
+// A byte range of one buffer that a dispatch reads or writes (its whole descriptor window: that
+// is what the validation layers track).
+struct WindowAccess {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+  bool write = false;
+
+  bool conflicts(const WindowAccess& other) const {
+    return (write || other.write) && buffer == other.buffer && begin < other.end &&
+           other.begin < end;
+  }
+};
+
+}  // namespace
+
+Status NormalizePipeline::create(const DeviceContext& context) {
+  context_ = &context;
+  if (!context.normalize_support.supported) return Status();
+  const VolkDeviceTable& vk = context.vk;
+
+  VkShaderModuleCreateInfo module_info{};
+  module_info.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
+  module_info.codeSize = shaders::normalize_spv.size_bytes();
+  module_info.pCode = shaders::normalize_spv.data();
+  FERRY_VK_RETURN_IF_ERROR(
+      vk.vkCreateShaderModule(context.device, &module_info, nullptr, &module_));
+
+  std::array<VkDescriptorSetLayoutBinding, 2> bindings{};
+  for (std::uint32_t i = 0; i < bindings.size(); ++i) {
+    bindings[i].binding = i;  // 0: source window, 1: destination window
+    bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    bindings[i].descriptorCount = 1;
+    bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  }
+  VkDescriptorSetLayoutCreateInfo set_layout_info{};
+  set_layout_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
+  set_layout_info.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
+  set_layout_info.bindingCount = static_cast<std::uint32_t>(bindings.size());
+  set_layout_info.pBindings = bindings.data();
+  FERRY_VK_RETURN_IF_ERROR(
+      vk.vkCreateDescriptorSetLayout(context.device, &set_layout_info, nullptr, &set_layout_));
+
+  VkPushConstantRange push_range{};
+  push_range.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  push_range.offset = 0;
+  push_range.size = sizeof(NormalizePushConstants);
+  VkPipelineLayoutCreateInfo layout_info{};
+  layout_info.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
+  layout_info.setLayoutCount = 1;
+  layout_info.pSetLayouts = &set_layout_;
+  layout_info.pushConstantRangeCount = 1;
+  layout_info.pPushConstantRanges = &push_range;
+  FERRY_VK_RETURN_IF_ERROR(
+      vk.vkCreatePipelineLayout(context.device, &layout_info, nullptr, &layout_));
+
+  // Specialization constant 0: the workgroup size the plan counts with.
+  const std::uint32_t workgroup_size = context.normalize_limits.workgroup_size;
+  VkSpecializationMapEntry size_entry{};
+  size_entry.constantID = 0;
+  size_entry.offset = 0;
+  size_entry.size = sizeof(workgroup_size);
+  VkSpecializationInfo specialization{};
+  specialization.mapEntryCount = 1;
+  specialization.pMapEntries = &size_entry;
+  specialization.dataSize = sizeof(workgroup_size);
+  specialization.pData = &workgroup_size;
+
+  VkComputePipelineCreateInfo pipeline_info{};
+  pipeline_info.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+  pipeline_info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+  pipeline_info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  pipeline_info.stage.module = module_;
+  pipeline_info.stage.pName = "main";
+  pipeline_info.stage.pSpecializationInfo = &specialization;
+  pipeline_info.layout = layout_;
+  FERRY_VK_RETURN_IF_ERROR(vk.vkCreateComputePipelines(context.device, VK_NULL_HANDLE, 1,
+                                                       &pipeline_info, nullptr, &pipeline_));
+  return Status();
+}
+
+void NormalizePipeline::destroy() noexcept {
+  if (context_ == nullptr) return;
+  const VolkDeviceTable& vk = context_->vk;
+  if (pipeline_ != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, pipeline_, nullptr);
+  if (layout_ != VK_NULL_HANDLE) vk.vkDestroyPipelineLayout(context_->device, layout_, nullptr);
+  if (set_layout_ != VK_NULL_HANDLE) {
+    vk.vkDestroyDescriptorSetLayout(context_->device, set_layout_, nullptr);
+  }
+  if (module_ != VK_NULL_HANDLE) vk.vkDestroyShaderModule(context_->device, module_, nullptr);
+  pipeline_ = VK_NULL_HANDLE;
+  layout_ = VK_NULL_HANDLE;
+  set_layout_ = VK_NULL_HANDLE;
+  module_ = VK_NULL_HANDLE;
+  context_ = nullptr;
+}
+
+Status NormalizePipeline::check_supported() const {
+  if (context_ == nullptr) {
+    return Status(ErrorCode::internal, "normalize on Vulkan: the pipeline was never created");
+  }
+  if (pipeline_ == VK_NULL_HANDLE) {
+    return Status(ErrorCode::unavailable,
+                  "normalize on Vulkan: " + context_->normalize_support.unsupported_reason);
+  }
+  return Status();
+}
+
+void NormalizePipeline::bind(VkCommandBuffer command_buffer) const {
+  context_->vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
+}
+
+Status NormalizePipeline::record(VkCommandBuffer command_buffer, VkBuffer src, VkBuffer dst,
+                                 const backend::NormalizeCommand& command) const {
+  FERRY_RETURN_IF_ERROR(check_supported());
+  FERRY_ASSIGN_OR_RETURN(const std::vector<NormalizeDispatch> dispatches,
+                         plan_normalize(command, context_->normalize_limits));
+  const VolkDeviceTable& vk = context_->vk;
+  std::vector<WindowAccess> since_barrier;  // this command's windows since its last barrier
+  for (const NormalizeDispatch& dispatch : dispatches) {
+    const WindowAccess read{src, dispatch.src_window_offset,
+                            dispatch.src_window_offset + dispatch.src_window_size, false};
+    const WindowAccess written{dst, dispatch.dst_window_offset,
+                               dispatch.dst_window_offset + dispatch.dst_window_size, true};
+    bool conflict = false;
+    for (const WindowAccess& earlier : since_barrier) {
+      conflict = conflict || earlier.conflicts(read) || earlier.conflicts(written);
+    }
+    if (conflict) {
+      // Dispatches of one command never touch the same bytes; only their windows overlap (by
+      // less than the offset alignment).
+      VkMemoryBarrier2 barrier{};
+      barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2;
+      barrier.srcStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
+      barrier.srcAccessMask = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
+      barrier.dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
+      barrier.dstAccessMask = VK_ACCESS_2_SHADER_STORAGE_READ_BIT |
+                              VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
+      VkDependencyInfo dependency{};
+      dependency.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO;
+      dependency.memoryBarrierCount = 1;
+      dependency.pMemoryBarriers = &barrier;
+      vk.vkCmdPipelineBarrier2(command_buffer, &dependency);
+      since_barrier.clear();
+    }
+    since_barrier.push_back(read);
+    since_barrier.push_back(written);
+
+    std::array<VkDescriptorBufferInfo, 2> windows{};
+    windows[0].buffer = src;
+    windows[0].offset = dispatch.src_window_offset;
+    windows[0].range = dispatch.src_window_size;
+    windows[1].buffer = dst;
+    windows[1].offset = dispatch.dst_window_offset;
+    windows[1].range = dispatch.dst_window_size;
+    std::array<VkWriteDescriptorSet, 2> writes{};
+    for (std::uint32_t i = 0; i < writes.size(); ++i) {
+      writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+      writes[i].dstBinding = i;
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &windows[i];
+    }
+    vk.vkCmdPushDescriptorSetKHR(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0,
+                                 static_cast<std::uint32_t>(writes.size()), writes.data());
+    vk.vkCmdPushConstants(command_buffer, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                          sizeof(dispatch.push), &dispatch.push);
+    vk.vkCmdDispatch(command_buffer, dispatch.group_count, 1, 1);
+  }
+  return Status();
+}
+
+}  // namespace ferry::vulkan
