@@ -11,7 +11,7 @@ cmake --build --preset device -j"$(nproc)"
 rm -rf .device
 mkdir -p .device/bin
 for exe in cli/ferry tests/ferry_conformance tests/ferry_unit_tests \
-           samples/hello_transfer/hello_transfer; do
+           samples/hello_transfer/hello_transfer samples/image_ingest/image_ingest; do
   cp "build/device/$exe" .device/bin/
 done
 strip .device/bin/*

@@ -42,6 +42,10 @@ for s in $steps; do
       step info "$bin/ferry" info
       step unit "$bin/ferry_unit_tests"
       for b in cpu vulkan cuda; do step "hello-$b" env FERRY_VALIDATION=1 "$bin/hello_transfer" "$b"; done
+      for b in vulkan cuda; do  # contact sheets land in the logs tarball
+        step "image-ingest-$b" env FERRY_VALIDATION=1 "$bin/image_ingest" --backend "$b" \
+          --images samples/image_ingest/images --out "$out/logs/image-ingest-$b"
+      done
       step conformance env FERRY_REQUIRE=cpu,vulkan,cuda FERRY_VALIDATION=1 "$bin/ferry_conformance"
       ;;
     sanitize)

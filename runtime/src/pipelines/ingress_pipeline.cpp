@@ -1,5 +1,6 @@
 // IngressPipeline: a producer thread feeding a bounded ring of device tensors (see ingress.hpp).
 // Built on the public API only: uploads, normalize commands and timeline waits.
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -126,6 +127,19 @@ struct IngressPipeline::State {
     return point.wait(Timeout::zero()).code() == ErrorCode::timeout;
   }
 
+  // Waits on the host for `point`, waking regularly to see whether the pipeline is closing.
+  // False when closing; a failed point counts as done (its work never runs).
+  bool wait_for_device(const TimelinePoint& point) {
+    while (still_pending(point)) {
+      {
+        std::lock_guard lock(mutex);
+        if (closed) return false;
+      }
+      (void)point.wait(std::chrono::milliseconds(20));
+    }
+    return true;
+  }
+
   // Uploads and normalizes one batch into `slot`.
   Result<IngressBatch> submit_batch(std::uint64_t index, const HostBatch& host,
                                     const std::shared_ptr<IngressBatch::Slot>& slot) {
@@ -169,6 +183,10 @@ struct IngressPipeline::State {
     for (std::uint64_t index = 0;; ++index) {
       std::shared_ptr<IngressBatch::Slot> slot = ring->take();
       if (!slot) break;  // closing
+      // Run at most `depth` batches ahead of the device: the slot's previous normalize must
+      // have run. (Releases name device points, so without this the host could queue work
+      // without bound.)
+      if (!wait_for_device(slot->input_read)) break;  // closing
       Result<std::optional<HostBatch>> host = source(index);
       Entry entry;
       if (!host.ok()) {
