@@ -36,4 +36,14 @@ std::uint64_t available_host_memory() {
   return 0;
 }
 
+Result<std::vector<Buffer>> create_buffers(const Device& device, std::size_t count,
+                                           std::uint64_t bytes, MemoryKind kind) {
+  std::vector<Buffer> buffers;
+  for (std::size_t i = 0; i < count; ++i) {
+    FERRY_ASSIGN_OR_RETURN(Buffer buffer, device.create_buffer(bytes, kind));
+    buffers.push_back(std::move(buffer));
+  }
+  return buffers;
+}
+
 }  // namespace ferry::cli

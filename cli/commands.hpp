@@ -28,9 +28,12 @@ int run_info(const std::vector<std::string_view>& args);
 int run_bench_transfer(const std::vector<std::string_view>& args);
 // `ferry bench ingress [options]`. args excludes "bench ingress".
 int run_bench_ingress(const std::vector<std::string_view>& args);
+// `ferry bench egress [options]`. args excludes "bench egress".
+int run_bench_egress(const std::vector<std::string_view>& args);
 
 extern const char* const kInfoHelp;
 extern const char* const kBenchTransferHelp;
 extern const char* const kBenchIngressHelp;
+extern const char* const kBenchEgressHelp;
 
 }  // namespace ferry::cli

@@ -73,7 +73,8 @@ Result<StreamResult> time_stream(const StreamSettings& settings, const BatchStep
   return result;
 }
 
-// One untimed list, then lists (each submitted and waited for) until both minimums are met.
+}  // namespace
+
 Result<KernelResult> time_lists(const Queue& queue,
                                 const std::function<Result<CommandList>()>& record,
                                 const KernelSettings& settings) {
@@ -102,21 +103,13 @@ Result<KernelResult> time_lists(const Queue& queue,
   return result;
 }
 
+namespace {
+
 // How many source/destination sets to cycle through: as many as fit in the budget, at least
 // one, at most one per command.
 std::uint32_t buffer_sets(std::uint64_t bytes_per_set, const KernelSettings& settings) {
   const std::uint64_t fit = settings.destination_budget / std::max<std::uint64_t>(1, bytes_per_set);
   return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(fit, 1, settings.commands));
-}
-
-Result<std::vector<Buffer>> create_buffers(const Device& device, std::size_t count,
-                                           std::uint64_t bytes, MemoryKind kind) {
-  std::vector<Buffer> buffers;
-  for (std::size_t i = 0; i < count; ++i) {
-    FERRY_ASSIGN_OR_RETURN(Buffer buffer, device.create_buffer(bytes, kind));
-    buffers.push_back(std::move(buffer));
-  }
-  return buffers;
 }
 
 Status copy_and_wait(const Queue& queue, const BufferRef& src, const BufferRef& dst,

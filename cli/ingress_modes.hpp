@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -73,6 +74,12 @@ struct KernelResult {
     return static_cast<double>(bytes_per_command) * commands / median_seconds / 1e9;
   }
 };
+
+// One untimed list, then lists recorded by `record` (each submitted and waited for) until at
+// least 3 lists and settings.min_time have passed; the median time per list.
+Result<KernelResult> time_lists(const Queue& queue,
+                                const std::function<Result<CommandList>()>& record,
+                                const KernelSettings& settings);
 
 // uint8 NHWC in, `output` NCHW out, ImageNet mean and std in uint8 units (0.485 * 255, ...).
 NormalizeParams imagenet_normalize_params(const BatchShape& shape, ElementType output);

@@ -1,5 +1,5 @@
-// `ferry`: inspect backends and devices, and benchmark transfers and ingress, through the public
-// API only.
+// `ferry`: inspect backends and devices, and benchmark transfers, ingress and egress, through the
+// public API only.
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -19,6 +19,7 @@ constexpr const char* kHelp =
     "  ferry info [--json]\n"
     "  ferry bench transfer [options]\n"
     "  ferry bench ingress [options]\n"
+    "  ferry bench egress [options]\n"
     "  ferry --help | --version\n"
     "  ferry <command> --help\n"
     "\n"
@@ -32,6 +33,10 @@ constexpr const char* kHelp =
     "                   converting to float32 and uploading it, against ferry's IngressPipeline\n"
     "                   (uint8 upload, normalize on the device); the normalize op against a\n"
     "                   device-to-device copy.\n"
+    "  bench egress     Device results to host work, step after step: compute, synchronous\n"
+    "                   download and host work one after another, against ferry's\n"
+    "                   EgressPipeline overlapping them, held against the slowest component\n"
+    "                   alone; ingress and egress together against each direction alone.\n"
     "\n"
     "Environment:\n"
     "  FERRY_VALIDATION=1   enable the API's validation layer (Vulkan: Khronos validation)\n"
@@ -83,16 +88,19 @@ int run(const std::vector<std::string_view>& args) {
   }
   if (command == "info") return run_info(rest);
   if (command == "bench") {
-    if (rest.empty()) return usage_error("'bench' needs a benchmark name: transfer or ingress");
+    if (rest.empty()) {
+      return usage_error("'bench' needs a benchmark name: transfer, ingress or egress");
+    }
     if (rest[0] == "--help" || rest[0] == "-h") {
-      std::cout << kBenchTransferHelp << "\n" << kBenchIngressHelp;
+      std::cout << kBenchTransferHelp << "\n" << kBenchIngressHelp << "\n" << kBenchEgressHelp;
       return kExitOk;
     }
     const std::vector<std::string_view> bench_args(rest.begin() + 1, rest.end());
     if (rest[0] == "transfer") return run_bench_transfer(bench_args);
     if (rest[0] == "ingress") return run_bench_ingress(bench_args);
+    if (rest[0] == "egress") return run_bench_egress(bench_args);
     return usage_error("unknown benchmark '" + std::string(rest[0]) +
-                       "' (known: transfer, ingress)");
+                       "' (known: transfer, ingress, egress)");
   }
   return usage_error("unknown command '" + std::string(command) + "'");
 }

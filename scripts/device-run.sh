@@ -4,14 +4,16 @@
 #   check      ferry info, unit tests, hello_transfer on every backend, the conformance suite with
 #              FERRY_REQUIRE=cpu,vulkan,cuda and Vulkan validation on
 #   sanitize   the conformance suite on CUDA under compute-sanitizer memcheck, racecheck, synccheck
-#   bench      ferry bench transfer and ferry bench ingress on cuda and on vulkan (tables and
-#              JSON; extra arguments from FERRY_BENCH_ARGS for transfer, e.g. --quick, and from
-#              FERRY_INGRESS_ARGS for ingress, e.g. --quick or --shapes 64x224x224x3)
-#   bench-transfer, bench-ingress   one of the two only
-# Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt, benchmark output beside them
-# (few files: the device tool returns at most 8): bench-<backend>.txt holds the transfer table
-# and then the ingress table, bench-<backend>.json the transfer JSON, and bench-ingress.tar.gz
-# bench-ingress-<backend>.txt and .json.
+#   bench      ferry bench transfer, ferry bench ingress and ferry bench egress on cuda and on
+#              vulkan (tables and JSON; extra arguments from FERRY_BENCH_ARGS for transfer, e.g.
+#              --quick, from FERRY_INGRESS_ARGS for ingress, e.g. --quick or --shapes
+#              64x224x224x3, and from FERRY_EGRESS_ARGS for egress, e.g. --settings copy)
+#   bench-transfer, bench-ingress, bench-egress   one of the three only
+# Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt (with the benchmarks' target
+# lines), benchmark output beside them (few files: the device tool returns at most 8):
+# bench-<backend>.txt holds the transfer, ingress and egress tables, bench-<backend>.json the
+# transfer JSON, and bench-ingress.tar.gz bench-ingress-<backend>.txt and .json and
+# bench-egress-<backend>.txt and .json.
 set -uo pipefail
 out=${1:?usage: scripts/device-run.sh OUTDIR [STEP...] (steps: see the top of this script)}
 shift
@@ -57,29 +59,33 @@ for s in $steps; do
           "$bin/ferry_conformance"
       done
       ;;
-    bench|bench-transfer|bench-ingress)
+    bench|bench-transfer|bench-ingress|bench-egress)
       for b in cuda vulkan; do
-        if [ "$s" != bench-ingress ]; then
+        if [ "$s" = bench ] || [ "$s" = bench-transfer ]; then
           step "bench-$b" "$bin/ferry" bench transfer --backend "$b" \
             --json-file "$out/bench-$b.json" ${FERRY_BENCH_ARGS:-}
           cp "$out/logs/bench-$b.log" "$out/bench-$b.txt"
         fi
-        if [ "$s" != bench-transfer ]; then
-          mkdir -p "$out/ingress"
-          step "bench-ingress-$b" "$bin/ferry" bench ingress --backend "$b" \
-            --json-file "$out/ingress/bench-ingress-$b.json" ${FERRY_INGRESS_ARGS:-}
-          cp "$out/logs/bench-ingress-$b.log" "$out/ingress/bench-ingress-$b.txt"
-          { echo; cat "$out/ingress/bench-ingress-$b.txt"; } >>"$out/bench-$b.txt"
-          grep -E '^  target \(' "$out/ingress/bench-ingress-$b.txt" |
+        # ingress and egress: text appended to bench-<backend>.txt, text and JSON into the one
+        # tarball, target lines into the summary
+        for kind in ingress egress; do
+          [ "$s" = bench ] || [ "$s" = "bench-$kind" ] || continue
+          mkdir -p "$out/pipelines"
+          args_var=FERRY_${kind^^}_ARGS
+          step "bench-$kind-$b" "$bin/ferry" bench "$kind" --backend "$b" \
+            --json-file "$out/pipelines/bench-$kind-$b.json" ${!args_var:-}
+          cp "$out/logs/bench-$kind-$b.log" "$out/pipelines/bench-$kind-$b.txt"
+          { echo; cat "$out/pipelines/bench-$kind-$b.txt"; } >>"$out/bench-$b.txt"
+          grep -E '^  target \(' "$out/pipelines/bench-$kind-$b.txt" |
             sed "s/^  target/  $b target/" >>"$out/summary.txt"
-        fi
+        done
       done
       ;;
     *) echo "unknown step $s" >&2; failed=1 ;;
   esac
 done
-if [ -d "$out/ingress" ]; then
-  tar czf "$out/bench-ingress.tar.gz" -C "$out/ingress" . && rm -rf "$out/ingress"
+if [ -d "$out/pipelines" ]; then
+  tar czf "$out/bench-ingress.tar.gz" -C "$out/pipelines" . && rm -rf "$out/pipelines"
 fi
 tar czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$out/logs"
 cat "$out/summary.txt"

@@ -2,15 +2,27 @@
 // (the shader #includes this file too), so the two layouts cannot drift apart. The C++ side
 // checks with static_assert that its struct has the std430 offsets the shader uses.
 //
-// One dispatch covers `image_count` whole images. Its invocations walk the output pixels
-// (image, row, x) of those images in order, a grid stride apart; every byte offset is relative to
-// the bound source window and every element index to the bound destination window, so all of
-// them fit in 32 bits (windows are under 2^31 bytes; see runtime/src/vulkan/normalize_plan.hpp).
+// One dispatch covers `image_count` whole images. Its invocations walk the work items (image, row,
+// run) of those images in order, a grid stride apart, where a run is the vector path's run length
+// of consecutive output pixels of a row (one pixel on the element path); every byte offset is
+// relative to the bound source window and every element index to the bound destination window,
+// so all of them fit in 32 bits (windows are under 2^31 bytes; see
+// runtime/src/vulkan/normalize_plan.hpp).
 #ifndef FERRY_SHADERS_NORMALIZE_PUSH_CONSTANTS_H
 #define FERRY_SHADERS_NORMALIZE_PUSH_CONSTANTS_H
 
 // Default of the workgroup size, a specialization constant (constant_id 0) that the device sets.
 #define FERRY_NORMALIZE_DEFAULT_WORKGROUP_SIZE 256
+// Specialization constant ids of the path (all 32-bit): the vector path's channel count (0: the
+// element path), its run length in pixels (4 or 8), whether it stores 16-bit elements, whether
+// its output is planar (nchw; always with 1 channel) rather than interleaved (nhwc), and how many
+// runs an invocation loads at once (1 to 4).
+#define FERRY_NORMALIZE_CHANNELS_ID 1
+#define FERRY_NORMALIZE_RUN_PIXELS_ID 2
+#define FERRY_NORMALIZE_STORE16_ID 3
+#define FERRY_NORMALIZE_PLANAR_ID 4
+#define FERRY_NORMALIZE_RUNS_IN_FLIGHT_ID 5
+#define FERRY_NORMALIZE_MAX_RUNS_IN_FLIGHT 4
 #define FERRY_NORMALIZE_MAX_CHANNELS 4
 // Output element types, as output_type holds them.
 #define FERRY_NORMALIZE_FLOAT32 0u
@@ -53,9 +65,10 @@ layout(push_constant, std430) uniform NormalizePushConstants {
   FERRY_UINT pixel_elements;
   FERRY_UINT image_gap;
   FERRY_UINT channel_elements;
-  // The grid stride (invocations in the dispatch) as images, rows and pixels: stride =
-  // (step_images * height + step_rows) * width + step_x, with step_rows < height and
-  // step_x < width, so invocations advance without dividing.
+  // The grid stride (invocations in the dispatch) as images, rows and runs: with
+  // runs_per_row = width / run length, stride =
+  // (step_images * height + step_rows) * runs_per_row + step_x, with step_rows < height and
+  // step_x < runs_per_row, so invocations advance without dividing.
   FERRY_UINT step_x;
   FERRY_UINT step_rows;
   FERRY_UINT step_images;

@@ -51,14 +51,15 @@ struct NormalizeLaunch {
 
 // One fma rounding, then round to nearest even for 16-bit outputs (bit-exact with the CPU
 // reference). cudaErrorInvalidValue when a dimension is 0 or channels is out of range (nothing
-// launched). max_blocks: see normalize_blocks_per_sm.
+// launched). max_blocks: see normalize_blocks_per_sm; packed 3-channel input to NCHW output with
+// word-aligned rows (the common case) ignores it and sizes its grid by the work.
 cudaError_t launch_normalize(const NormalizeLaunch& launch, unsigned max_blocks,
                              cudaStream_t stream);
 
-// How many blocks of the normalize kernel fit on one SM of the current device at once, for the
-// variant that fits the fewest (they need more registers than the other kernels, so fewer than
-// the SM's thread limit allows). The backend caps normalize grids at this times the SM count:
-// a grid-stride grid with blocks left for a second wave would end with most SMs idle.
+// How many blocks of the general normalize kernel fit on one SM of the current device at once,
+// for the variant that fits the fewest (they need more registers than the other kernels, so
+// fewer than the SM's thread limit allows). The backend caps normalize grids at this times the
+// SM count: a grid-stride grid with blocks left for a second wave would end with most SMs idle.
 cudaError_t normalize_blocks_per_sm(unsigned* blocks);
 
 }  // namespace ferry::backend::cuda

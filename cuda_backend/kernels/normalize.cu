@@ -1,7 +1,9 @@
 // The normalize kernel (NormalizeCommand): uint8 images to float32 / float16 / bfloat16 tensors.
 // One instantiation per output type, output layout and channel count, so a thread's inner loops
 // are fully unrolled and branch on none of them (vector or element stores is one branch per work
-// item, the same in every thread).
+// item, the same in every thread). Packed 3-channel input to NCHW output (the common case: RGB
+// images to a model) has its own kernel per output type and mirroring: word loads, several runs
+// in flight per thread (normalize_packed_rgb_thread).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -55,6 +57,43 @@ __global__ void __launch_bounds__(kKernelBlockSize)
     normalize_kernel(const __grid_constant__ NormalizeArgs args) {
   const std::uint32_t thread = blockIdx.x * blockDim.x + threadIdx.x;
   normalize_thread<kType, kLayout, kChannels, DeviceEncoder<kType>>(args, thread);
+}
+
+// Threads an SM keeps resident, for the architecture being compiled: 2048 on the data-center
+// parts, 1024 on Turing, 1536 on the others and on any this list does not know (asking for more
+// than an SM holds is a ptxas warning, for fewer only caps the registers at 40). The host pass,
+// which compiles no kernel code, takes 2048.
+constexpr int kResidentThreadsPerSm =
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 900 || \
+    __CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030
+    2048;
+#elif __CUDA_ARCH__ == 750
+    1024;
+#else
+    1536;
+#endif
+
+// Registers for a full SM of packed-RGB threads (at most 32 where 2048 are resident): what keeps
+// the memory busy is bytes in flight, and a thread's are its batch's loads. (float32 spills a
+// word or two around its stores at 32; that costs L1 traffic only.)
+constexpr int kPackedRgbBlocksPerSm = kResidentThreadsPerSm / static_cast<int>(kKernelBlockSize);
+
+template <NormalizeOutputType kType, bool kMirror>
+__global__ void __launch_bounds__(kKernelBlockSize, kPackedRgbBlocksPerSm)
+    normalize_packed_rgb_kernel(const __grid_constant__ NormalizeArgs args) {
+  const std::uint32_t thread = blockIdx.x * blockDim.x + threadIdx.x;
+  normalize_packed_rgb_thread<kType, kMirror, DeviceEncoder<kType>>(args, thread);
+}
+
+template <NormalizeOutputType kType>
+cudaError_t enqueue_packed_rgb(const NormalizeArgs& args, bool mirror, unsigned blocks,
+                               cudaStream_t stream) {
+  if (mirror) {
+    normalize_packed_rgb_kernel<kType, true><<<blocks, kKernelBlockSize, 0, stream>>>(args);
+  } else {
+    normalize_packed_rgb_kernel<kType, false><<<blocks, kKernelBlockSize, 0, stream>>>(args);
+  }
+  return cudaSuccess;
 }
 
 template <NormalizeOutputType kType, NormalizeOutputLayout kLayout>
@@ -123,12 +162,42 @@ cudaError_t lower_to_resident_blocks_for_layouts(int* fewest) {
 // Keeps blocks * kKernelBlockSize within 32 bits (thread indices are 32-bit).
 constexpr unsigned kMaxNormalizeBlocks = 1u << 20;
 
+// The packed-RGB grid: one batch of kNormalizePackedRuns runs per thread, so no thread loops and
+// the block scheduler balances the SMs (a grid of resident blocks that each loop would leave some
+// SMs idle while the rest finish a last, partial iteration).
+unsigned packed_rgb_blocks(std::uint64_t work_items) {
+  const std::uint64_t threads = (work_items + kNormalizePackedRuns - 1) / kNormalizePackedRuns;
+  const std::uint64_t blocks = (threads + kKernelBlockSize - 1) / kKernelBlockSize;
+  return static_cast<unsigned>(blocks < kMaxNormalizeBlocks ? blocks : kMaxNormalizeBlocks);
+}
+
+cudaError_t enqueue_packed_rgb_for_type(const NormalizeArgs& args, NormalizeOutputType type,
+                                        bool mirror, unsigned blocks, cudaStream_t stream) {
+  switch (type) {
+    case NormalizeOutputType::float32:
+      return enqueue_packed_rgb<NormalizeOutputType::float32>(args, mirror, blocks, stream);
+    case NormalizeOutputType::float16:
+      return enqueue_packed_rgb<NormalizeOutputType::float16>(args, mirror, blocks, stream);
+    case NormalizeOutputType::bfloat16:
+      return enqueue_packed_rgb<NormalizeOutputType::bfloat16>(args, mirror, blocks, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace
 
 cudaError_t launch_normalize(const NormalizeLaunch& launch, unsigned max_blocks,
                              cudaStream_t stream) {
   (void)cudaGetLastError();  // see launch_fill
   if (!normalize_launch_valid(launch)) return cudaErrorInvalidValue;
+  if (normalize_packed_rgb(launch)) {
+    const unsigned blocks = packed_rgb_blocks(normalize_work_items(launch));
+    const NormalizeArgs args = make_normalize_args(launch, blocks * kKernelBlockSize);
+    const cudaError_t enqueued =
+        enqueue_packed_rgb_for_type(args, launch.output_type, launch.mirror, blocks, stream);
+    if (enqueued != cudaSuccess) return enqueued;
+    return cudaGetLastError();
+  }
   unsigned blocks = grid_blocks(normalize_work_items(launch), max_blocks);
   if (blocks > kMaxNormalizeBlocks) blocks = kMaxNormalizeBlocks;
   const NormalizeArgs args = make_normalize_args(launch, blocks * kKernelBlockSize);

@@ -6,12 +6,17 @@
 // stretch). When every run is full and aligned (vector_stores), a run's output leaves in 16- or
 // 8-byte stores. The output conversion comes from an Encoder, so the host tests can check the
 // index math with a host encoder while the kernel uses the device's fma and conversions.
+//
+// The common case, packed 3-channel NHWC input to NCHW output, has a path of its own (see
+// normalize_packed_rgb below): 32-bit source loads and several runs in flight per thread.
 #pragma once
 
 #include <cuda_runtime.h>  // __host__ / __device__ (empty for a plain C++ compiler), uint2, uint4
 
 #include <cstdint>
+#include <cstring>
 
+#include "fast_divisor.cuh"
 #include "launch.hpp"
 
 namespace ferry::backend::cuda {
@@ -52,6 +57,11 @@ struct NormalizeArgs {
   // width is a multiple of kNormalizeRunPixels and dst of normalize_vector_bytes: every run is
   // full and its stores are aligned.
   bool vector_stores = false;
+  // Take the packed-RGB path (normalize_packed_rgb: vector stores, and every run's 12 source bytes
+  // are 3 aligned words). Its work items are numbered in 32 bits and split by division.
+  bool packed_rgb = false;
+  FastDivisor runs_per_image_divisor;  // height * runs_per_row
+  FastDivisor runs_per_row_divisor;
   // The grid's thread count, and the same as whole images, rows and runs, so the grid-stride loop
   // moves its (n, y, run) position by additions only.
   std::uint64_t thread_count = 0;
@@ -75,6 +85,31 @@ inline std::uint32_t normalize_runs_per_row(std::uint32_t width) {
 // The work items of a valid launch.
 inline std::uint64_t normalize_work_items(const NormalizeLaunch& launch) {
   return std::uint64_t{launch.batch} * launch.height * normalize_runs_per_row(launch.width);
+}
+
+// Runs per thread and batch on the packed-RGB path: their loads are all issued before the first
+// store, so a thread has 4 * 12 source bytes in flight, not 12. A thread's stores wait for its
+// loads, so the bytes loading at once bound how fast the output can be written.
+inline constexpr std::uint32_t kNormalizePackedRuns = 4;
+
+// Whether a valid launch takes the packed-RGB path: 3 channels interleaved in tightly packed
+// pixels (pixel_stride 3, channel_stride 1), NCHW output with vector stores (width a multiple of
+// kNormalizeRunPixels, dst aligned), and every run's first source byte 4-byte aligned. A run
+// starts at source column x0 (or, mirrored, width - 4 - x0) with x0 a multiple of 4, so its first
+// byte is at a multiple of 12 from its row: src and the strides that are used (image_stride when
+// batch > 1, row_stride when height > 1) being multiples of 4 is enough. Fewer than 2^31 work
+// items (2^33 pixels), so that their numbers and quotients fit in 32 bits.
+inline bool normalize_packed_rgb(const NormalizeLaunch& launch) {
+  const std::uint32_t vector_bytes =
+      normalize_vector_bytes(launch.output_type, NormalizeOutputLayout::nchw, 3);
+  return normalize_launch_valid(launch) && normalize_work_items(launch) < (1u << 31) &&
+         launch.channels == 3 && launch.pixel_stride == 3 && launch.channel_stride == 1 &&
+         launch.output_layout == NormalizeOutputLayout::nchw &&
+         launch.width % kNormalizeRunPixels == 0 &&
+         reinterpret_cast<std::uintptr_t>(launch.dst) % vector_bytes == 0 &&
+         reinterpret_cast<std::uintptr_t>(launch.src) % 4 == 0 &&
+         (launch.batch == 1 || launch.image_stride % 4 == 0) &&
+         (launch.height == 1 || launch.row_stride % 4 == 0);
 }
 
 // Arguments for a valid launch run by thread_count (> 0) threads.
@@ -103,6 +138,11 @@ inline NormalizeArgs make_normalize_args(const NormalizeLaunch& launch,
       normalize_vector_bytes(launch.output_type, launch.output_layout, launch.channels);
   args.vector_stores = launch.width % kNormalizeRunPixels == 0 &&
                        reinterpret_cast<std::uintptr_t>(launch.dst) % vector_bytes == 0;
+  args.packed_rgb = normalize_packed_rgb(launch);
+  if (args.packed_rgb) {
+    args.runs_per_image_divisor = make_fast_divisor(launch.height * args.runs_per_row);
+    args.runs_per_row_divisor = make_fast_divisor(args.runs_per_row);
+  }
   args.thread_count = thread_count;
   const std::uint32_t stride_rows_total = thread_count / args.runs_per_row;
   args.stride_runs = thread_count % args.runs_per_row;
@@ -244,6 +284,109 @@ __host__ __device__ inline void normalize_thread(const NormalizeArgs& args, std:
     if (y >= args.height) {
       y -= args.height;
       ++n;
+    }
+  }
+}
+
+// The uint32 at `address` (4-byte aligned on the packed-RGB path). Host code reads it with memcpy
+// (no aliasing or alignment assumptions); device code with one 32-bit load.
+__host__ __device__ inline std::uint32_t load_word(const unsigned char* address) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const std::uint32_t*>(address);
+#else
+  std::uint32_t word = 0;
+  std::memcpy(&word, address, sizeof(word));
+  return word;
+#endif
+}
+
+// Byte `index` (0 = lowest address) of little-endian words, as a float (exact: 0 to 255). On the
+// device one PRMT places the byte under the exponent of 2^23 and one FADD removes 2^23, instead of
+// a byte extract and an integer-to-float conversion.
+template <std::uint32_t kIndex, std::uint32_t kWords>
+__host__ __device__ inline float byte_value(const std::uint32_t (&words)[kWords]) {
+  static_assert(kIndex / 4 < kWords, "byte inside the words");
+#ifdef __CUDA_ARCH__
+  // Selector nibbles, low to high: the byte, then bytes 4, 4, 7 of {0x4B000000, word}.
+  constexpr std::uint32_t kSelector = 0x7440u | (kIndex % 4);
+  return __uint_as_float(__byte_perm(words[kIndex / 4], 0x4B000000u, kSelector)) - 8388608.0f;
+#else
+  return static_cast<float>((words[kIndex / 4] >> (8 * (kIndex % 4))) & 0xFFu);
+#endif
+}
+
+// Converts one run's 12 source bytes (4 pixels of R, G, B in memory order) and stores them as
+// 4 elements in each of the 3 channel planes. Output pixel j is source pixel j, or 3 - j mirrored
+// (the run's source pixels are contiguous either way; mirrored, the lowest address is the last
+// output pixel's).
+template <NormalizeOutputType kType, bool kMirror, typename Encoder, std::uint32_t kChannel>
+__host__ __device__ inline void store_packed_channel(const NormalizeArgs& args,
+                                                     const std::uint32_t (&words)[3],
+                                                     unsigned char* first) {
+  constexpr std::uint32_t kVectorBytes =
+      normalize_vector_bytes(kType, NormalizeOutputLayout::nchw, 3);
+  constexpr std::uint32_t kFirst = kMirror ? 9 + kChannel : kChannel;  // source byte of pixel 0
+  constexpr std::uint32_t kSecond = kMirror ? 6 + kChannel : 3 + kChannel;
+  constexpr std::uint32_t kThird = kMirror ? 3 + kChannel : 6 + kChannel;
+  constexpr std::uint32_t kFourth = kMirror ? kChannel : 9 + kChannel;
+  const float scale = args.scale[kChannel];
+  const float bias = args.bias[kChannel];
+  const std::uint32_t elements[kNormalizeRunPixels] = {
+      Encoder::bits(byte_value<kFirst>(words), scale, bias),
+      Encoder::bits(byte_value<kSecond>(words), scale, bias),
+      Encoder::bits(byte_value<kThird>(words), scale, bias),
+      Encoder::bits(byte_value<kFourth>(words), scale, bias)};
+  store_vectors<kType, kVectorBytes>(
+      first + kChannel * args.plane_elements * normalize_element_bytes(kType), elements);
+}
+
+// The packed-RGB path (args.packed_rgb): the same work items as normalize_thread, the same
+// grid-stride order, but taken kNormalizePackedRuns at a time: thread t's batch is items
+// t + u * thread_count for u below kNormalizePackedRuns (consecutive threads still take
+// consecutive runs, so a warp's loads and stores stay contiguous), all their loads first, then
+// their stores. The kernel launches enough threads for one batch each.
+//
+// Positions come from the item number by two divisions, not carried: a thread keeps only its
+// batch's first item and the 12 loaded words per run while the loads are in flight. width is
+// runs_per_row runs exactly, so item i = (n * height + y) * runs_per_row + run starts at output
+// element 4 * i + n * 2 * plane_elements of channel plane 0 (image n starts at n * 3 planes).
+template <NormalizeOutputType kType, bool kMirror, typename Encoder>
+__host__ __device__ inline void normalize_packed_rgb_thread(const NormalizeArgs& args,
+                                                            std::uint32_t thread) {
+  constexpr std::uint32_t kRuns = kNormalizePackedRuns;
+  constexpr std::uint32_t kElementBytes = normalize_element_bytes(kType);
+  // The lowest source pixel of the run starting at output column x0 is x0, mirrored x0 + 3.
+  constexpr std::uint32_t kLowestPixel = kMirror ? kNormalizeRunPixels - 1 : 0;
+  // runs < 2^31 and thread_count <= 2^28, so no item number below overflows 32 bits.
+  const auto runs = static_cast<std::uint32_t>(args.runs);
+  const auto stride = static_cast<std::uint32_t>(args.thread_count);
+  for (std::uint32_t item = thread; item < runs; item += kRuns * stride) {
+    std::uint32_t words[kRuns][3] = {};
+    for (std::uint32_t u = 0; u < kRuns; ++u) {
+      const std::uint32_t i = item + u * stride;
+      if (i >= runs) break;
+      const std::uint32_t n = fast_divide(i, args.runs_per_image_divisor);
+      const std::uint32_t in_image = i - n * args.runs_per_image_divisor.divisor;
+      const std::uint32_t y = fast_divide(in_image, args.runs_per_row_divisor);
+      const std::uint32_t x0 = (in_image - y * args.runs_per_row) * kNormalizeRunPixels;
+      // One offset, summed modulo 2^64 (the mirrored step wraps), then added to src.
+      const unsigned char* source =
+          args.src + (n * args.image_stride + y * args.row_stride + args.column_origin +
+                      (x0 + kLowestPixel) * args.column_step);
+      words[u][0] = load_word(source);
+      words[u][1] = load_word(source + 4);
+      words[u][2] = load_word(source + 8);
+    }
+    for (std::uint32_t u = 0; u < kRuns; ++u) {
+      const std::uint32_t i = item + u * stride;
+      if (i >= runs) break;
+      const std::uint64_t n = fast_divide(i, args.runs_per_image_divisor);
+      const std::uint64_t first =
+          std::uint64_t{i} * kNormalizeRunPixels + n * 2 * args.plane_elements;
+      unsigned char* target = args.dst + first * kElementBytes;
+      store_packed_channel<kType, kMirror, Encoder, 0>(args, words[u], target);
+      store_packed_channel<kType, kMirror, Encoder, 1>(args, words[u], target);
+      store_packed_channel<kType, kMirror, Encoder, 2>(args, words[u], target);
     }
   }
 }

@@ -1,9 +1,12 @@
 // The normalize op: every backend must agree bit for bit with the truth of normalize_truth.hpp,
 // computed element by element straight from the definition, independently of the library.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <sstream>
+#include <string>
 
 #include "device_io.hpp"
 #include "harness.hpp"
@@ -30,9 +33,11 @@ struct Case {
   std::uint64_t dst_offset = 0;
 };
 
-// Runs the cases in one submission (each into its own output buffer, guard bytes around it) and
-// checks each against the truth.
-void run_and_check(BackendUnderTest& t, const std::vector<Case>& cases) {
+// Runs the cases in one submission on `device` (t.device when null), each into its own output
+// buffer with guard bytes around it, and checks each against the truth.
+void run_and_check(BackendUnderTest& t, const std::vector<Case>& cases,
+                   ferry::Device* other_device = nullptr) {
+  ferry::Device& device = other_device != nullptr ? *other_device : t.device;
   struct Prepared {
     Buffer src;
     Buffer dst;
@@ -48,14 +53,14 @@ void run_and_check(BackendUnderTest& t, const std::vector<Case>& cases) {
     Prepared p;
     p.input = ferry_test::random_bytes(t.rng, c.src_offset + shape.input_bytes + 5);
     p.out_bytes = shape.output_bytes;
-    p.src = REQUIRE_VALUE(ferry_test::device_buffer_with(t.device, p.input));
+    p.src = REQUIRE_VALUE(ferry_test::device_buffer_with(device, p.input));
     p.dst = REQUIRE_VALUE(ferry_test::device_buffer_with(
-        t.device, ferry_test::poison_bytes(c.dst_offset + shape.output_bytes + kGuard, 3)));
+        device, ferry_test::poison_bytes(c.dst_offset + shape.output_bytes + kGuard, 3)));
     REQUIRE_OK(commands.normalize(p.src, c.src_offset, p.dst, c.dst_offset, c.params));
     prepared.push_back(std::move(p));
   }
   const ferry::TimelinePoint done =
-      REQUIRE_VALUE(t.device.queue(QueueKind::compute).submit(std::move(commands)));
+      REQUIRE_VALUE(device.queue(QueueKind::compute).submit(std::move(commands)));
   REQUIRE_OK(done.wait(ferry_test::kLongWait));
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
@@ -65,10 +70,32 @@ void run_and_check(BackendUnderTest& t, const std::vector<Case>& cases) {
     const std::vector<std::byte> values = expected_output(
         c.params, std::span<const std::byte>(p.input).subspan(c.src_offset));
     std::copy(values.begin(), values.end(), expected.begin() + static_cast<std::ptrdiff_t>(c.dst_offset));
-    const auto actual = REQUIRE_VALUE(ferry_test::read_bytes(t.device, p.dst, 0, expected.size()));
+    const auto actual = REQUIRE_VALUE(ferry_test::read_bytes(device, p.dst, 0, expected.size()));
     ferry_test::check_bytes_equal(actual, expected, "normalize output (with guard bytes)");
   }
 }
+
+// Sets an environment variable for the life of the object, then restores it.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name); old != nullptr) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnvironment() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 // Bytes of one image of `in`, from its first to one past its last byte.
 std::uint64_t one_image_bytes(const ferry::ImageBatchLayout& in) {
@@ -132,6 +159,121 @@ TEST_CASE("normalize: random shapes, layouts, crops, mirror and output types mat
       for (int i = 0; i < 12; ++i) cases.push_back(random_case(t.rng));
       run_and_check(t, cases);
     }
+  });
+}
+
+TEST_CASE("normalize: packed interleaved input, aligned for word runs or not, matches the truth") {
+  // Interleaved, tightly packed input whose rows start on 4-byte boundaries, with widths that are
+  // multiples of 4 or 8, goes through whole-word loads and 8- or 16-byte stores on Vulkan; each
+  // placement here either keeps everything aligned for that or breaks one alignment. Every
+  // channel count, both output layouts, 32- and 16-bit outputs, mirrored or not.
+  struct Placement {
+    const char* what;
+    std::uint32_t width = 16;
+    std::uint64_t src_offset = 0;
+    std::uint64_t row_padding = 0;    // bytes after each row
+    std::uint64_t image_padding = 0;  // bytes after each image
+    std::uint32_t crop_x = 0;         // crop of the whole height from crop_x, crop_width wide
+    std::uint32_t crop_width = 0;     // 0: no crop
+    std::uint32_t dst_elements = 0;   // destination offset in elements
+  };
+  const Placement placements[] = {
+      {"aligned, runs of 8", 16},
+      {"aligned, width a multiple of 4 only", 12},
+      {"aligned offsets and padding", 24, 8, 4, 12, 0, 0, 8},
+      {"destination 4 elements in", 16, 0, 0, 0, 0, 0, 4},
+      {"cropped by 8 columns", 24, 4, 0, 0, 8, 16},
+      {"odd source offset", 16, 3},
+      {"row padding 2", 16, 0, 2},
+      {"image padding 1", 16, 0, 0, 1},
+      {"width 14", 14},
+      {"destination 2 elements in", 16, 0, 0, 0, 0, 0, 2},
+  };
+  ferry_test::for_each_backend([&](BackendUnderTest& t) {
+    std::vector<Case> cases;
+    for (const Placement& placement : placements) {
+      for (std::uint32_t channels = 1; channels <= 4; ++channels) {
+        for (ImageLayout layout : {ImageLayout::nchw, ImageLayout::nhwc}) {
+          if (channels == 1 && layout == ImageLayout::nhwc) continue;  // the same as nchw
+          // bfloat16 stores as float16 does (the types differ only in the lookup table).
+          for (ElementType type : {ElementType::float32, ElementType::float16}) {
+            for (bool mirror : {false, true}) {
+              Case c;
+              NormalizeParams& p = c.params;
+              p.input = {3, 5, placement.width, channels, ImageLayout::nhwc};
+              const std::uint64_t row = std::uint64_t{placement.width} * channels;
+              if (placement.row_padding != 0) p.input.row_pitch = row + placement.row_padding;
+              if (placement.image_padding != 0) {
+                p.input.image_pitch = (row + placement.row_padding) * 5 + placement.image_padding;
+              }
+              if (placement.crop_width != 0) {
+                p.crop = {placement.crop_x, 0, placement.crop_width, 5};
+              }
+              p.mirror = mirror;
+              p.output_type = type;
+              p.output_layout = layout;
+              for (std::uint32_t ch = 0; ch < 4; ++ch) {
+                p.mean[ch] = random_real(t.rng, -300.0, 300.0);
+                p.std[ch] = random_real(t.rng, 0.01, 300.0);
+              }
+              c.src_offset = placement.src_offset;
+              c.dst_offset = std::uint64_t{placement.dst_elements} * ferry::element_size(type);
+              cases.push_back(c);
+            }
+          }
+        }
+      }
+    }
+    run_and_check(t, cases);
+  });
+}
+
+TEST_CASE("normalize: a grid far smaller than the work, invocations looping, matches the truth") {
+  ferry_test::for_each_backend([&](BackendUnderTest& t) {
+    // A Vulkan device with 3 workgroups of 32 invocations on either path, each loading up to 48
+    // source bytes ahead (the CPU backend ignores the variable): every invocation walks many work
+    // items, in several batches of 1 to 4 runs on the vector path, the last batch partly past the
+    // end.
+    std::optional<ferry::Device> small_grid;
+    {
+      const ScopedEnvironment grid(
+          "FERRY_VULKAN_NORMALIZE_GRID",
+          "workgroup=32,groups=3,element_workgroup=32,element_groups=3,in_flight=48");
+      small_grid = REQUIRE_VALUE(t.open_another());
+    }
+    struct Shape {
+      std::uint32_t channels;
+      ElementType type;
+      ImageLayout layout;
+    };
+    // Runs in flight: 4, 4, 3, 4, 2 and 1 (48 source bytes over runs of 4 (float32) or 8 (16-bit)
+    // pixels of `channels` bytes, at most 4).
+    const Shape shapes[] = {
+        {1, ElementType::float32, ImageLayout::nchw}, {3, ElementType::float32, ImageLayout::nchw},
+        {4, ElementType::float32, ImageLayout::nhwc}, {1, ElementType::float16, ImageLayout::nchw},
+        {3, ElementType::float16, ImageLayout::nhwc}, {4, ElementType::float16, ImageLayout::nchw},
+    };
+    std::vector<Case> cases;
+    for (const Shape& shape : shapes) {
+      for (bool packed : {true, false}) {
+        for (bool mirror : {false, true}) {
+          Case c;
+          NormalizeParams& p = c.params;
+          // Packed: the vector path. Not: a row padding of 1 takes the element path.
+          p.input = {2, 11, 96, shape.channels, ImageLayout::nhwc};
+          if (!packed) p.input.row_pitch = 96 * shape.channels + 1;
+          p.mirror = mirror;
+          p.output_type = shape.type;
+          p.output_layout = shape.layout;
+          for (std::uint32_t ch = 0; ch < 4; ++ch) {
+            p.mean[ch] = random_real(t.rng, -300.0, 300.0);
+            p.std[ch] = random_real(t.rng, 0.01, 300.0);
+          }
+          cases.push_back(c);
+        }
+      }
+    }
+    run_and_check(t, cases, &*small_grid);
   });
 }
 

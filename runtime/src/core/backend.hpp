@@ -143,6 +143,11 @@ class BackendDevice {
   // and none of its signals may ever be set.
   virtual Status submit(QueueKind queue, const Submission& submission) = 0;
 
+  // Called at teardown once every submission has completed, before core destroys the queues'
+  // timelines: afterwards the implementation must no longer touch anything those submissions
+  // used. (lavapipe's queue thread still releases a semaphore's lock just after signalling it.)
+  virtual void finish_teardown_work() {}
+
   // Validation-layer messages of warning/error severity counted so far (0 where not applicable).
   virtual std::uint64_t validation_message_count() const { return 0; }
 };

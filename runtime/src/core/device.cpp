@@ -51,6 +51,7 @@ DeviceState::~DeviceState() {
     }
     if (last > 0) (void)queue.progress->impl->host_wait(last, kInfinite);
   }
+  core->impl->finish_teardown_work();
   retire();
 }
 

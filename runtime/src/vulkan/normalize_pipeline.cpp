@@ -1,6 +1,8 @@
 #include "vulkan/normalize_pipeline.hpp"
 
+#include <algorithm>
 #include <array>
+#include <string>
 #include <vector>
 
 #include "ferry/shaders/normalize.comp.spv.h"
@@ -53,6 +55,26 @@ struct WindowAccess {
   }
 };
 
+// The specialization constants of one pipeline, in the order of kSpecializationEntries.
+struct Specialization {
+  std::uint32_t workgroup_size = 0;
+  std::uint32_t vector_channels = 0;  // 0: the element path
+  std::uint32_t run_pixels = 0;
+  VkBool32 store16 = VK_FALSE;
+  VkBool32 planar = VK_TRUE;
+  std::uint32_t runs_in_flight = 1;
+};
+constexpr std::array<VkSpecializationMapEntry, 6> kSpecializationEntries = {{
+    {0, offsetof(Specialization, workgroup_size), sizeof(std::uint32_t)},
+    {FERRY_NORMALIZE_CHANNELS_ID, offsetof(Specialization, vector_channels),
+     sizeof(std::uint32_t)},
+    {FERRY_NORMALIZE_RUN_PIXELS_ID, offsetof(Specialization, run_pixels), sizeof(std::uint32_t)},
+    {FERRY_NORMALIZE_STORE16_ID, offsetof(Specialization, store16), sizeof(VkBool32)},
+    {FERRY_NORMALIZE_PLANAR_ID, offsetof(Specialization, planar), sizeof(VkBool32)},
+    {FERRY_NORMALIZE_RUNS_IN_FLIGHT_ID, offsetof(Specialization, runs_in_flight),
+     sizeof(std::uint32_t)},
+}};
+
 }  // namespace
 
 Status NormalizePipeline::create(const DeviceContext& context) {
@@ -95,17 +117,33 @@ Status NormalizePipeline::create(const DeviceContext& context) {
   FERRY_VK_RETURN_IF_ERROR(
       vk.vkCreatePipelineLayout(context.device, &layout_info, nullptr, &layout_));
 
-  // Specialization constant 0: the workgroup size the plan counts with.
-  const std::uint32_t workgroup_size = context.normalize_limits.workgroup_size;
-  VkSpecializationMapEntry size_entry{};
-  size_entry.constantID = 0;
-  size_entry.offset = 0;
-  size_entry.size = sizeof(workgroup_size);
+  FERRY_ASSIGN_OR_RETURN(element_pipeline_, make_pipeline(0, 0, false, true));
+  return Status();
+}
+
+Result<VkPipeline> NormalizePipeline::make_pipeline(std::uint32_t vector_channels,
+                                                    std::uint32_t run_pixels, bool store16,
+                                                    bool planar) const {
+  const NormalizeLimits& limits = context_->normalize_limits;
+  Specialization values;
+  // The path's workgroup size, which the plan counts with.
+  values.workgroup_size = vector_channels != 0 ? limits.vector_grid.workgroup_size
+                                               : limits.element_grid.workgroup_size;
+  values.vector_channels = vector_channels;
+  values.run_pixels = run_pixels;
+  values.store16 = store16 ? VK_TRUE : VK_FALSE;
+  values.planar = planar ? VK_TRUE : VK_FALSE;
+  if (vector_channels != 0) {
+    // As many whole runs as fit the device's bytes in flight, 1 to the shader's maximum.
+    const std::uint32_t run_bytes = run_pixels * vector_channels;
+    values.runs_in_flight = std::clamp<std::uint32_t>(limits.source_bytes_in_flight / run_bytes,
+                                                      1, FERRY_NORMALIZE_MAX_RUNS_IN_FLIGHT);
+  }
   VkSpecializationInfo specialization{};
-  specialization.mapEntryCount = 1;
-  specialization.pMapEntries = &size_entry;
-  specialization.dataSize = sizeof(workgroup_size);
-  specialization.pData = &workgroup_size;
+  specialization.mapEntryCount = static_cast<std::uint32_t>(kSpecializationEntries.size());
+  specialization.pMapEntries = kSpecializationEntries.data();
+  specialization.dataSize = sizeof(values);
+  specialization.pData = &values;
 
   VkComputePipelineCreateInfo pipeline_info{};
   pipeline_info.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
@@ -115,32 +153,75 @@ Status NormalizePipeline::create(const DeviceContext& context) {
   pipeline_info.stage.pName = "main";
   pipeline_info.stage.pSpecializationInfo = &specialization;
   pipeline_info.layout = layout_;
-  FERRY_VK_RETURN_IF_ERROR(vk.vkCreateComputePipelines(context.device, VK_NULL_HANDLE, 1,
-                                                       &pipeline_info, nullptr, &pipeline_));
-  return Status();
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  const VkResult result = context_->vk.vkCreateComputePipelines(
+      context_->device, VK_NULL_HANDLE, 1, &pipeline_info, nullptr, &pipeline);
+  if (result != VK_SUCCESS) {
+    const std::string path =
+        vector_channels == 0
+            ? std::string("element path")
+            : "vector path (" + std::to_string(vector_channels) + " channels, runs of " +
+                  std::to_string(run_pixels) + " pixels, " + (store16 ? "16" : "32") +
+                  "-bit elements, " + (planar ? "nchw" : "nhwc") + ")";
+    Status status = vk_status(result, "vkCreateComputePipelines");
+    status.with_context("normalize on Vulkan: making the " + path + " pipeline");
+    return status;
+  }
+  return pipeline;
 }
 
 void NormalizePipeline::destroy() noexcept {
   if (context_ == nullptr) return;
   const VolkDeviceTable& vk = context_->vk;
-  if (pipeline_ != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, pipeline_, nullptr);
+  for (VkPipeline& pipeline : vector_pipelines_) {
+    if (pipeline != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, pipeline, nullptr);
+    pipeline = VK_NULL_HANDLE;
+  }
+  if (element_pipeline_ != VK_NULL_HANDLE) {
+    vk.vkDestroyPipeline(context_->device, element_pipeline_, nullptr);
+  }
   if (layout_ != VK_NULL_HANDLE) vk.vkDestroyPipelineLayout(context_->device, layout_, nullptr);
   if (set_layout_ != VK_NULL_HANDLE) {
     vk.vkDestroyDescriptorSetLayout(context_->device, set_layout_, nullptr);
   }
   if (module_ != VK_NULL_HANDLE) vk.vkDestroyShaderModule(context_->device, module_, nullptr);
-  pipeline_ = VK_NULL_HANDLE;
+  element_pipeline_ = VK_NULL_HANDLE;
   layout_ = VK_NULL_HANDLE;
   set_layout_ = VK_NULL_HANDLE;
   module_ = VK_NULL_HANDLE;
   context_ = nullptr;
 }
 
+Result<VkPipeline> NormalizePipeline::pipeline_for(const backend::NormalizeCommand& command,
+                                                   const NormalizeDispatch& dispatch) const {
+  if (dispatch.vector_pixels == 0) return element_pipeline_;
+  const std::uint32_t channels = command.channels;
+  const bool store16 = command.output_type != ElementType::float32;
+  const std::uint32_t run_pixels = store16 ? dispatch.vector_pixels : 4;
+  // One channel is the same either way; the planar variant serves it.
+  const bool planar = channels == 1 || command.output_layout == ImageLayout::nchw;
+  if (channels == 0 || channels > shaders::kNormalizeMaxChannels ||
+      (run_pixels != 4 && run_pixels != 8) || (!store16 && dispatch.vector_pixels != 4)) {
+    return Status(ErrorCode::internal,
+                  "normalize on Vulkan: no vector path for " + std::to_string(channels) +
+                      " channels in runs of " + std::to_string(dispatch.vector_pixels) +
+                      " pixels");
+  }
+  const std::uint32_t kind = !store16 ? 0 : run_pixels == 8 ? 1 : 2;
+  const std::size_t index = ((channels - 1) * 3 + kind) * 2 + (planar ? 0 : 1);
+  std::lock_guard lock(vector_mutex_);
+  VkPipeline& pipeline = vector_pipelines_[index];
+  if (pipeline == VK_NULL_HANDLE) {
+    FERRY_ASSIGN_OR_RETURN(pipeline, make_pipeline(channels, run_pixels, store16, planar));
+  }
+  return pipeline;
+}
+
 Status NormalizePipeline::check_supported() const {
   if (context_ == nullptr) {
     return Status(ErrorCode::internal, "normalize on Vulkan: the pipeline was never created");
   }
-  if (pipeline_ == VK_NULL_HANDLE) {
+  if (element_pipeline_ == VK_NULL_HANDLE) {
     return Status(ErrorCode::unavailable,
                   "normalize on Vulkan: " + context_->normalize_support.unsupported_reason);
   }
@@ -148,7 +229,8 @@ Status NormalizePipeline::check_supported() const {
 }
 
 void NormalizePipeline::bind(VkCommandBuffer command_buffer) const {
-  context_->vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
+  context_->vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE,
+                                 element_pipeline_);
 }
 
 Status NormalizePipeline::record(VkCommandBuffer command_buffer, VkBuffer src, VkBuffer dst,
@@ -156,9 +238,23 @@ Status NormalizePipeline::record(VkCommandBuffer command_buffer, VkBuffer src, V
   FERRY_RETURN_IF_ERROR(check_supported());
   FERRY_ASSIGN_OR_RETURN(const std::vector<NormalizeDispatch> dispatches,
                          plan_normalize(command, context_->normalize_limits));
-  const VolkDeviceTable& vk = context_->vk;
-  std::vector<WindowAccess> since_barrier;  // this command's windows since its last barrier
+  // Every dispatch's pipeline first, so that a failure to make one records nothing.
+  std::vector<VkPipeline> pipelines;
+  pipelines.reserve(dispatches.size());
   for (const NormalizeDispatch& dispatch : dispatches) {
+    FERRY_ASSIGN_OR_RETURN(VkPipeline pipeline, pipeline_for(command, dispatch));
+    pipelines.push_back(pipeline);
+  }
+  const VolkDeviceTable& vk = context_->vk;
+  // What was bound before is unknown (an earlier normalize may have left a vector path's).
+  VkPipeline bound = VK_NULL_HANDLE;
+  std::vector<WindowAccess> since_barrier;  // this command's windows since its last barrier
+  for (std::size_t d = 0; d < dispatches.size(); ++d) {
+    const NormalizeDispatch& dispatch = dispatches[d];
+    if (pipelines[d] != bound) {
+      vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipelines[d]);
+      bound = pipelines[d];
+    }
     const WindowAccess read{src, dispatch.src_window_offset,
                             dispatch.src_window_offset + dispatch.src_window_size, false};
     const WindowAccess written{dst, dispatch.dst_window_offset,

@@ -1,5 +1,9 @@
-// The compute pipeline of shaders/normalize.comp: two storage buffers (the uint8 source window and
-// the destination window) bound with push descriptors, and NormalizePushConstants.
+// The compute pipelines of shaders/normalize.comp: two storage buffers (the uint8 source window and
+// the destination window) bound with push descriptors, and NormalizePushConstants, shared by one
+// pipeline per path of the shader (specialization constants, see normalize_push_constants.h):
+// the element path, made with the device, and a vector path pipeline per channel count, run
+// length with element size, and output layout (21 of them), each made the first time a dispatch
+// needs it, since each is a shader compile and a program uses one or two.
 //
 // The shader needs shaderInt64, storageBuffer8BitAccess and storageBuffer16BitAccess. On a device
 // without them no pipeline is made, and recording a normalize fails with ErrorCode::unavailable
@@ -8,7 +12,12 @@
 
 #include <volk.h>
 
+#include <array>
+#include <cstdint>
+#include <mutex>
+
 #include "core/backend.hpp"
+#include "vulkan/normalize_plan.hpp"
 #include "vulkan/vk_context.hpp"
 
 namespace ferry::vulkan {
@@ -20,26 +29,41 @@ class NormalizePipeline {
   NormalizePipeline& operator=(const NormalizePipeline&) = delete;
   ~NormalizePipeline() { destroy(); }
 
-  // Makes the pipeline when context.normalize_support says the device can run it.
+  // Makes the element path's pipeline when context.normalize_support says the device can run it.
   Status create(const DeviceContext& context);
   void destroy() noexcept;
 
   // Ok, or ErrorCode::unavailable saying which device features are missing.
   Status check_supported() const;
 
-  // Records the dispatches of one normalize (see normalize_plan.hpp), with a barrier between two
-  // dispatches whose windows overlap. The pipeline must be bound on `command_buffer` already
-  // (bind()), and check_supported() ok.
+  // Records the dispatches of one normalize (see normalize_plan.hpp), each with its path's
+  // pipeline bound (making it first if no dispatch needed it before), with a barrier between two
+  // dispatches whose windows overlap. check_supported() must be ok. Safe to call from several
+  // threads at once (on different command buffers).
   Status record(VkCommandBuffer command_buffer, VkBuffer src, VkBuffer dst,
                 const backend::NormalizeCommand& command) const;
+  // Binds the element path's pipeline. record() binds what each dispatch needs regardless.
   void bind(VkCommandBuffer command_buffer) const;
 
  private:
+  // Vector path pipelines: channels 1-4 x (float32 runs of 4, 16-bit runs of 8, 16-bit runs of
+  // 4) x (planar, interleaved output).
+  static constexpr std::size_t kVectorPipelineCount = 4 * 3 * 2;
+
+  // The pipeline of `dispatch`'s path, made now if it is the first to need it.
+  Result<VkPipeline> pipeline_for(const backend::NormalizeCommand& command,
+                                  const NormalizeDispatch& dispatch) const;
+  // Makes one pipeline; vector_channels 0 is the element path (the other values then unused).
+  Result<VkPipeline> make_pipeline(std::uint32_t vector_channels, std::uint32_t run_pixels,
+                                   bool store16, bool planar) const;
+
   const DeviceContext* context_ = nullptr;
   VkShaderModule module_ = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
-  VkPipeline pipeline_ = VK_NULL_HANDLE;
+  VkPipeline element_pipeline_ = VK_NULL_HANDLE;
+  mutable std::mutex vector_mutex_;  // guards vector_pipelines_
+  mutable std::array<VkPipeline, kVectorPipelineCount> vector_pipelines_{};
 };
 
 }  // namespace ferry::vulkan

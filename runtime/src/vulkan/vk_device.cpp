@@ -1,6 +1,7 @@
 #include "vulkan/vk_device.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "fill_push_constants.h"
@@ -12,29 +13,62 @@
 namespace ferry::vulkan {
 namespace {
 
-// normalize.comp's workgroup size (a specialization constant), and its grid when the device does
-// not say how many threads it runs at a time: enough to fill a large GPU, few enough that each
-// workgroup's lookup table is built once per many pixels.
-constexpr std::uint32_t kNormalizeWorkgroupSize = 256;
-constexpr std::uint32_t kNormalizeDefaultGroupCount = 1024;
+// normalize.comp's grids. Each workgroup builds a lookup table before it streams (about a
+// microsecond of integer arithmetic on a GPU), so a grid is at most what the device keeps
+// resident, and grid-stride loops cover the rest.
+// - Element path: 256 invocations, as many workgroups as the device keeps resident.
+// - Vector path: 1024 invocations, as many workgroups as fill half of what the device keeps
+//   resident. Half is plenty for invocations that keep 48 source bytes loading while they store
+//   earlier ones; it builds the table about once per compute unit, and stays one wave as long as
+//   the shader needs at most 64 registers an invocation (it likely needs more than 32, which
+//   would make a full grid two waves).
+// Without the device's shape: 2^18 invocations.
+constexpr std::uint32_t kNormalizeElementWorkgroupSize = 256;
+constexpr std::uint32_t kNormalizeVectorWorkgroupSize = 1024;
+constexpr std::uint32_t kNormalizeVectorResidentShare = 2;  // its grid fills 1/2 of the resident
+constexpr std::uint32_t kNormalizeDefaultInvocations = 1u << 18;
 
-NormalizeLimits normalize_limits(const PhysicalDevice& physical) {
+// For measurements (see override_normalize_limits).
+constexpr const char* kNormalizeGridVariable = "FERRY_VULKAN_NORMALIZE_GRID";
+
+// A grid of `workgroup_size` (capped by the device) filling 1/share of the resident invocations.
+NormalizeGrid normalize_grid(const PhysicalDevice& physical, std::uint32_t workgroup_size,
+                             std::uint32_t share, std::uint32_t max_workgroup_size,
+                             std::uint32_t max_groups) {
+  NormalizeGrid grid;
+  grid.workgroup_size = std::min(workgroup_size, max_workgroup_size);
+  std::uint32_t groups =
+      std::max<std::uint32_t>(kNormalizeDefaultInvocations / grid.workgroup_size, 1);
+  if (physical.compute_units != 0 && physical.threads_per_compute_unit != 0) {
+    const std::uint32_t groups_per_unit = std::max<std::uint32_t>(
+        physical.threads_per_compute_unit / share / grid.workgroup_size, 1);
+    groups = physical.compute_units * groups_per_unit;
+  }
+  grid.max_group_count = std::min(groups, max_groups);
+  return grid;
+}
+
+Result<NormalizeLimits> normalize_limits(const PhysicalDevice& physical) {
   const VkPhysicalDeviceLimits& limits = physical.limits;
   NormalizeLimits normalize;
   normalize.offset_alignment = limits.minStorageBufferOffsetAlignment;
   normalize.max_window_bytes = limits.maxStorageBufferRange;
-  normalize.workgroup_size =
-      std::min({kNormalizeWorkgroupSize, limits.maxComputeWorkGroupSize[0],
-                limits.maxComputeWorkGroupInvocations});
-  // One grid-stride wave: as many workgroups as the device keeps resident.
-  std::uint32_t groups = kNormalizeDefaultGroupCount;
-  if (physical.compute_units != 0 && physical.threads_per_compute_unit != 0) {
-    const std::uint32_t resident_per_unit =
-        std::max<std::uint32_t>(physical.threads_per_compute_unit / normalize.workgroup_size, 1);
-    groups = physical.compute_units * resident_per_unit;
+  const std::uint32_t max_workgroup_size =
+      std::min(limits.maxComputeWorkGroupSize[0], limits.maxComputeWorkGroupInvocations);
+  const std::uint32_t max_groups =
+      std::min<std::uint32_t>(limits.maxComputeWorkGroupCount[0], 65535);
+  normalize.element_grid = normalize_grid(physical, kNormalizeElementWorkgroupSize, 1,
+                                          max_workgroup_size, max_groups);
+  normalize.vector_grid = normalize_grid(physical, kNormalizeVectorWorkgroupSize,
+                                         kNormalizeVectorResidentShare, max_workgroup_size,
+                                         max_groups);
+  // A CPU implementation has no load latency to hide; one run at a time also keeps each vector
+  // path pipeline's compile short (several times 0.1 s on lavapipe otherwise).
+  if (physical.type == VK_PHYSICAL_DEVICE_TYPE_CPU) normalize.source_bytes_in_flight = 1;
+  if (const char* spec = std::getenv(kNormalizeGridVariable); spec != nullptr && spec[0] != 0) {
+    Status overridden = override_normalize_limits(spec, max_workgroup_size, max_groups, normalize);
+    if (!overridden.ok()) return overridden.with_context(kNormalizeGridVariable);
   }
-  normalize.max_group_count =
-      std::min<std::uint32_t>({groups, limits.maxComputeWorkGroupCount[0], 65535});
   return normalize;
 }
 
@@ -116,7 +150,7 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
       std::min<std::uint32_t>(physical.limits.maxComputeWorkGroupCount[0], 65535);
   context_.fill_limits.workgroup_size = shaders::kFillWorkgroupSize;
   context_.host_memory_import = physical.host_memory_import;
-  context_.normalize_limits = normalize_limits(physical);
+  FERRY_ASSIGN_OR_RETURN(context_.normalize_limits, normalize_limits(physical));
   context_.normalize_support = physical.normalize_support;
 
   for (std::size_t kind = 0; kind < queues_.size(); ++kind) {

@@ -37,6 +37,11 @@ class VulkanDevice final : public backend::BackendDevice {
   Result<std::unique_ptr<backend::BackendTimeline>> create_timeline(
       std::uint64_t initial) override;
   Status submit(QueueKind queue, const backend::Submission& submission) override;
+  // vkDeviceWaitIdle: its own wait on each queue completes only after the queue thread has
+  // finished signalling everything submitted before.
+  void finish_teardown_work() override {
+    (void)context_.vk.vkDeviceWaitIdle(context_.device);
+  }
   std::uint64_t validation_message_count() const override {
     return instance_->validation_message_count();
   }

@@ -4,7 +4,8 @@
 // encoder (std::fma and ferry's reference 16-bit encodings) stands in for the device's, so this
 // checks the index math, the carries of the grid-stride loop and the vector packing; the device
 // conversions themselves are covered by the conformance suite on a GPU. Built only with the CUDA
-// backend.
+// backend. The packed-RGB path (word loads, batches of runs) is run for the launches that take it,
+// with the source aligned so that it applies, and misaligned so that it does not.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -61,6 +62,23 @@ void run_grid(const NormalizeArgs& args) {
   }
 }
 
+template <NormalizeOutputType kType, bool kMirror>
+void run_packed_grid(const NormalizeArgs& args) {
+  for (std::uint64_t thread = args.thread_count; thread-- > 0;) {
+    ferry::backend::cuda::normalize_packed_rgb_thread<kType, kMirror, HostEncoder<kType>>(
+        args, static_cast<std::uint32_t>(thread));
+  }
+}
+
+template <NormalizeOutputType kType>
+void run_packed_grid_for_mirror(const NormalizeArgs& args, bool mirror) {
+  if (mirror) {
+    run_packed_grid<kType, true>(args);
+  } else {
+    run_packed_grid<kType, false>(args);
+  }
+}
+
 template <NormalizeOutputType kType, NormalizeOutputLayout kLayout>
 void run_grid_for_channels(const NormalizeArgs& args, std::uint32_t channels) {
   switch (channels) {
@@ -82,8 +100,23 @@ void run_grid_for_layout(const NormalizeArgs& args, NormalizeOutputLayout layout
   }
 }
 
+// As launch_normalize does: the packed-RGB body where the launch takes it, else the general one.
 void run_body(const NormalizeLaunch& launch, std::uint32_t thread_count) {
   const NormalizeArgs args = make_normalize_args(launch, thread_count);
+  if (args.packed_rgb) {
+    switch (launch.output_type) {
+      case NormalizeOutputType::float32:
+        run_packed_grid_for_mirror<NormalizeOutputType::float32>(args, launch.mirror);
+        break;
+      case NormalizeOutputType::float16:
+        run_packed_grid_for_mirror<NormalizeOutputType::float16>(args, launch.mirror);
+        break;
+      case NormalizeOutputType::bfloat16:
+        run_packed_grid_for_mirror<NormalizeOutputType::bfloat16>(args, launch.mirror);
+        break;
+    }
+    return;
+  }
   switch (launch.output_type) {
     case NormalizeOutputType::float32:
       run_grid_for_layout<NormalizeOutputType::float32>(args, launch.output_layout,
@@ -123,10 +156,16 @@ struct Case {
   bool mirror;
   std::uint32_t dst_misalignment;  // in elements
   std::uint32_t thread_count;
+  // Source placement: src's address modulo 4, and the padding after each row and each image
+  // (interleaved input; planar input pads as before).
+  std::uint32_t src_misalignment = 1;
+  std::uint32_t row_padding = 3;
+  std::uint32_t image_padding = 7;
 };
 
-// Runs one case; returns the number of wrong bytes (outputs and guards).
-std::uint64_t check_case(const Case& test) {
+// Runs one case; returns the number of wrong bytes (outputs and guards). `packed`, if given,
+// says whether the launch took the packed-RGB path.
+std::uint64_t check_case(const Case& test, bool* packed = nullptr) {
   const std::uint32_t channels = test.channels;
   const std::uint32_t height = test.height;
   const std::uint32_t width = test.width;
@@ -144,8 +183,8 @@ std::uint64_t check_case(const Case& test) {
   } else {
     launch.pixel_stride = channels;
     launch.channel_stride = 1;
-    launch.row_stride = std::uint64_t{width} * channels + 3;
-    launch.image_stride = launch.row_stride * height + 7;
+    launch.row_stride = std::uint64_t{width} * channels + test.row_padding;
+    launch.image_stride = launch.row_stride * height + test.image_padding;
   }
   launch.mirror = test.mirror;
   launch.output_type = test.type;
@@ -162,13 +201,14 @@ std::uint64_t check_case(const Case& test) {
                                    (channels - 1) * launch.channel_stride +
                                    (height - 1) * launch.row_stride +
                                    std::uint64_t{width - 1} * launch.pixel_stride + 1;
-  std::vector<unsigned char> input(input_span + 1);
+  // src at src_misalignment from a 16-byte boundary (odd by default: no alignment assumed).
+  AlignedBytes input(test.src_misalignment + input_span);
   std::uint32_t state = 12345u + width * 7u + height;
-  for (auto& byte : input) {
+  for (std::uint64_t i = 0; i < test.src_misalignment + input_span; ++i) {
     state = state * 1664525u + 1013904223u;
-    byte = static_cast<unsigned char>(state >> 24);
+    input.data()[i] = static_cast<unsigned char>(state >> 24);
   }
-  const unsigned char* src = input.data() + 1;  // an odd address: no alignment assumed
+  const unsigned char* src = input.data() + test.src_misalignment;
   launch.src = src;
 
   const std::uint32_t element_bytes = test.type == NormalizeOutputType::float32 ? 4 : 2;
@@ -184,6 +224,15 @@ std::uint64_t check_case(const Case& test) {
       test.type, test.layout, channels);
   CHECK(args.vector_stores ==
         (width % 4 == 0 && reinterpret_cast<std::uintptr_t>(dst) % vector_bytes == 0));
+  // The packed-RGB path needs vector stores, NCHW output, interleaved 3-channel input, and each
+  // used source stride (and src) a multiple of 4.
+  const bool packed_expected =
+      args.vector_stores && test.layout == NormalizeOutputLayout::nchw && channels == 3 &&
+      !test.planar_input && test.src_misalignment % 4 == 0 &&
+      (height == 1 || launch.row_stride % 4 == 0) &&
+      (test.batch == 1 || launch.image_stride % 4 == 0);
+  CHECK(args.packed_rgb == packed_expected);
+  if (packed != nullptr) *packed = args.packed_rgb;
   run_body(launch, test.thread_count);
 
   std::uint64_t wrong = 0;
@@ -264,6 +313,99 @@ TEST_CASE("CUDA kernels: the normalize body writes every element once, bit-exact
     }
   }
   CHECK(cases > 0);
+}
+
+TEST_CASE("CUDA kernels: the packed-RGB normalize body, and the launches it must not take") {
+  const NormalizeOutputType types[] = {NormalizeOutputType::float32, NormalizeOutputType::float16,
+                                       NormalizeOutputType::bfloat16};
+  // Source placements: {src misalignment, row padding, image padding}. The first three keep every
+  // run word-aligned; each of the others breaks it once (the general path then runs, unless the
+  // broken stride is unused: one row, or one image).
+  struct Placement {
+    std::uint32_t src_misalignment;
+    std::uint32_t row_padding;
+    std::uint32_t image_padding;
+  };
+  const Placement placements[] = {{0, 0, 0}, {4, 4, 8}, {8, 12, 4},
+                                  {2, 0, 0}, {0, 2, 0}, {0, 0, 1}};
+  // 0 stands for the launcher's count: one batch of kNormalizePackedRuns runs per thread.
+  const std::uint32_t thread_counts[] = {0, 1, 3, 7, 13, 64, 300};
+  std::uint64_t cases = 0;
+  std::uint64_t packed_cases = 0;
+  for (NormalizeOutputType type : types) {
+    for (const Placement& placement : placements) {
+      for (std::uint32_t batch : {1u, 2u, 3u}) {
+        for (std::uint32_t height : {1u, 3u, 6u}) {
+          for (std::uint32_t width : {4u, 8u, 12u, 20u, 32u}) {
+            for (bool mirror : {false, true}) {
+              for (std::uint32_t misalignment : {0u, 1u}) {
+                for (std::uint32_t threads : thread_counts) {
+                  if (threads == 0) {
+                    const std::uint32_t runs = batch * height * (width / 4);
+                    threads = (runs + ferry::backend::cuda::kNormalizePackedRuns - 1) /
+                              ferry::backend::cuda::kNormalizePackedRuns;
+                  }
+                  Case test{type,   NormalizeOutputLayout::nchw, 3,      false,        batch,
+                            height, width,                       mirror, misalignment, threads};
+                  test.src_misalignment = placement.src_misalignment;
+                  test.row_padding = placement.row_padding;
+                  test.image_padding = placement.image_padding;
+                  bool packed = false;
+                  const std::uint64_t wrong = check_case(test, &packed);
+                  ++cases;
+                  packed_cases += packed;
+                  if (wrong != 0) {
+                    INFO("type " << static_cast<int>(type) << ", src misalignment "
+                                 << placement.src_misalignment << ", row padding "
+                                 << placement.row_padding << ", image padding "
+                                 << placement.image_padding << ", " << batch << "x" << height
+                                 << "x" << width << ", mirror " << mirror << ", misalignment "
+                                 << misalignment << ", threads " << threads);
+                    CHECK(wrong == 0);
+                    return;  // one report is enough
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // Both paths ran: the aligned placements with an aligned dst take the packed one.
+  CHECK(packed_cases > 0);
+  CHECK(packed_cases < cases);
+}
+
+TEST_CASE("CUDA kernels: fast division matches integer division") {
+  using ferry::backend::cuda::fast_divide;
+  using ferry::backend::cuda::make_fast_divisor;
+  const std::uint32_t divisors[] = {1u,          2u,          3u,          7u,
+                                    56u,         224u * 56u,  480u,        1080u * 480u,
+                                    12345u,      (1u << 16) + 1, (1u << 30) - 1, 1u << 30,
+                                    (1u << 30) + 1, (1u << 31) - 1, 1u << 31};
+  for (std::uint32_t divisor : divisors) {
+    const auto fast = make_fast_divisor(divisor);
+    std::uint32_t state = divisor;
+    for (int k = 0; k < 2000; ++k) {
+      state = state * 1664525u + 1013904223u;
+      const std::uint32_t samples[] = {state >> 1,
+                                       static_cast<std::uint32_t>(k),
+                                       (1u << 31) - 1 - static_cast<std::uint32_t>(k),
+                                       divisor - 1,
+                                       divisor,
+                                       divisor + 1,
+                                       divisor * 2 - 1};
+      for (std::uint32_t x : samples) {
+        if (x >= (1u << 31)) continue;
+        if (fast_divide(x, fast) != x / divisor) {
+          INFO("divisor " << divisor << ", dividend " << x);
+          CHECK(fast_divide(x, fast) == x / divisor);
+          return;
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("CUDA kernels: the normalize grid stride decomposes into images, rows and runs") {
