@@ -11,7 +11,8 @@ cmake --build --preset device -j"$(nproc)"
 rm -rf .device
 mkdir -p .device/bin
 for exe in cli/ferry tests/ferry_conformance tests/ferry_unit_tests \
-           samples/hello_transfer/hello_transfer samples/image_ingest/image_ingest; do
+           samples/hello_transfer/hello_transfer samples/image_ingest/image_ingest \
+           samples/egress_pipeline/egress_pipeline; do
   cp "build/device/$exe" .device/bin/
 done
 strip .device/bin/*

@@ -47,6 +47,9 @@ for s in $steps; do
       for b in vulkan cuda; do  # contact sheets land in the logs tarball
         step "image-ingest-$b" env FERRY_VALIDATION=1 "$bin/image_ingest" --backend "$b" \
           --images samples/image_ingest/images --out "$out/logs/image-ingest-$b"
+        step "egress-sample-$b" env FERRY_VALIDATION=1 "$bin/egress_pipeline" --backend "$b" \
+          --steps 12 --mib 64 --out "$out/egress-sample-$b"
+        rm -rf "$out/egress-sample-$b"
       done
       step conformance env FERRY_REQUIRE=cpu,vulkan,cuda FERRY_VALIDATION=1 "$bin/ferry_conformance"
       ;;
