@@ -8,7 +8,6 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -367,25 +366,10 @@ int run_bench_egress(const std::vector<std::string_view>& args) {
     return library_error(status, "closing the device");
   }
 
-  if (options.json) {
-    print_egress_json(report, std::cout);
-  } else {
-    print_egress_table(report, std::cout);
-  }
-  if (!options.json_file.empty()) {
-    std::ofstream file(options.json_file);
-    print_egress_json(report, file);
-    if (!file) {
-      std::cerr << "ferry: error: cannot write " << options.json_file << "\n";
-      return kExitFailure;
-    }
-  }
-  if (report.validation_messages != 0) {
-    std::cerr << "ferry: error: " << report.validation_messages
-              << " validation messages during the benchmark\n";
-    return kExitFailure;
-  }
-  return kExitOk;
+  return emit_bench_report(
+      options.json, options.json_file, report.validation_messages,
+      [&](std::ostream& out) { print_egress_table(report, out); },
+      [&](std::ostream& out) { print_egress_json(report, out); });
 }
 
 }  // namespace ferry::cli

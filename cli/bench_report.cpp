@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iostream>
 #include <limits>
 
+#include "commands.hpp"
 #include "format.hpp"
 #include "json_writer.hpp"
 #include "text_table.hpp"
@@ -284,6 +287,31 @@ void print_report_json(const Report& report, std::ostream& out) {
   json.field("validation_messages", report.validation_messages);
   json.end_object();
   json.finish();
+}
+
+int emit_bench_report(bool json, const std::string& json_file,
+                      std::uint64_t validation_messages,
+                      const std::function<void(std::ostream&)>& print_table,
+                      const std::function<void(std::ostream&)>& print_json) {
+  if (json) {
+    print_json(std::cout);
+  } else {
+    print_table(std::cout);
+  }
+  if (!json_file.empty()) {
+    std::ofstream file(json_file);
+    print_json(file);
+    if (!file) {
+      std::cerr << "ferry: error: cannot write " << json_file << "\n";
+      return kExitFailure;
+    }
+  }
+  if (validation_messages != 0) {
+    std::cerr << "ferry: error: " << validation_messages
+              << " validation messages during the benchmark\n";
+    return kExitFailure;
+  }
+  return kExitOk;
 }
 
 }  // namespace ferry::cli

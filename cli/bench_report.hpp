@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -103,6 +104,13 @@ void print_bench_header(std::ostream& out, std::string_view tool, std::string_vi
                         std::string_view command, const DeviceInfo& device);
 // The "device" member of a JSON report.
 void write_device_json(JsonWriter& json, const DeviceInfo& device);
+
+// The end of every bench command: the table (or JSON) on stdout, the JSON also to json_file
+// when given; fails when the file cannot be written or validation messages were seen.
+int emit_bench_report(bool json, const std::string& json_file,
+                      std::uint64_t validation_messages,
+                      const std::function<void(std::ostream&)>& print_table,
+                      const std::function<void(std::ostream&)>& print_json);
 void print_report_table(const Report& report, std::ostream& out);
 void print_report_json(const Report& report, std::ostream& out);
 

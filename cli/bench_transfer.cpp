@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -290,25 +289,10 @@ int run_bench_transfer(const std::vector<std::string_view>& args) {
     return library_error(status, "closing the device");
   }
 
-  if (options.json) {
-    print_report_json(report, std::cout);
-  } else {
-    print_report_table(report, std::cout);
-  }
-  if (!options.json_file.empty()) {
-    std::ofstream file(options.json_file);
-    print_report_json(report, file);
-    if (!file) {
-      std::cerr << "ferry: error: cannot write " << options.json_file << "\n";
-      return kExitFailure;
-    }
-  }
-  if (report.validation_messages != 0) {
-    std::cerr << "ferry: error: " << report.validation_messages
-              << " validation messages during the benchmark\n";
-    return kExitFailure;
-  }
-  return kExitOk;
+  return emit_bench_report(
+      options.json, options.json_file, report.validation_messages,
+      [&](std::ostream& out) { print_report_table(report, out); },
+      [&](std::ostream& out) { print_report_json(report, out); });
 }
 
 }  // namespace ferry::cli
