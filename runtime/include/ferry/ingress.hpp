@@ -67,7 +67,7 @@ using IngressSource = std::function<Result<std::optional<HostBatch>>(std::uint64
 struct IngressOptions {
   NormalizeParams normalize;       // the same shape and factors for every batch
   std::uint32_t depth = 3;         // device tensors in flight, including those the app holds (>= 2)
-  std::optional<StagingPool> pool; // host_upload pool for pageable batches; made when absent
+  std::optional<StagingPool> pool; // host_upload pool for pageable batches; made on first need
   TransferOptions transfer;        // chunking and host threads of pageable uploads
 };
 

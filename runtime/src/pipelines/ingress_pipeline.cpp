@@ -158,6 +158,15 @@ struct IngressPipeline::State {
                       "the source gave " + std::to_string(host.bytes().size()) +
                           " bytes; the batch layout needs " + std::to_string(bytes));
       }
+      if (!pool) {
+        // Pinned-only streams never pay for staging memory.
+        StagingPoolOptions pool_options;
+        pool_options.kind = MemoryKind::host_upload;
+        pool_options.slab_bytes = 16ull << 20;
+        pool_options.max_slabs = 4;
+        pool_options.reserved_slabs = 1;
+        FERRY_ASSIGN_OR_RETURN(pool, device.create_staging_pool(pool_options));
+      }
       FERRY_ASSIGN_OR_RETURN(uploaded, upload(upload_queue, pool, host.bytes().first(bytes),
                                               slot->input, 0, upload_sync, options.transfer));
     }
@@ -246,16 +255,7 @@ Result<IngressPipeline> IngressPipeline::create(const Device& device,
   state->source = std::move(source);
   FERRY_ASSIGN_OR_RETURN(state->shape, resolve_normalize(options.normalize));
   FERRY_RETURN_IF_ERROR(normalize_factors(options.normalize).status());
-  if (options.pool) {
-    state->pool = *options.pool;
-  } else {
-    StagingPoolOptions pool_options;
-    pool_options.kind = MemoryKind::host_upload;
-    pool_options.slab_bytes = 16ull << 20;
-    pool_options.max_slabs = 4;
-    pool_options.reserved_slabs = 1;
-    FERRY_ASSIGN_OR_RETURN(state->pool, device.create_staging_pool(pool_options));
-  }
+  if (options.pool) state->pool = *options.pool;  // else made for the first pageable batch
   state->upload_queue = device.queue(QueueKind::upload);
   state->compute_queue = device.queue(QueueKind::compute);
   state->ring = std::make_shared<IngressBatch::Slot::Ring>();
