@@ -130,35 +130,27 @@ Parsed<EgressBenchOptions> parse_options(const std::vector<std::string_view>& ar
       help = true;
       return {options, {}};
     }
-    if (name == "--json" || name == "--quick" || name == "--no-duplex") {
-      if (std::string error = reader.take_flag(); !error.empty()) return Fail::fail(error);
-      if (name == "--no-duplex") {
-        options.duplex = false;
-      } else {
-        (name == "--json" ? options.json : options.quick) = true;
-      }
+    std::string common_error;
+    if (take_common_bench_option(reader, options, common_error)) {
+      if (!common_error.empty()) return Fail::fail(common_error);
       continue;
     }
-    const bool known = name == "--backend" || name == "--device" || name == "--output-shape" ||
-                       name == "--mib" || name == "--settings" || name == "--compute-ms" ||
-                       name == "--compute-fills" || name == "--host-ms" || name == "--workers" ||
-                       name == "--chunk" || name == "--steps" || name == "--check" ||
-                       name == "--json-file";
+    if (name == "--no-duplex") {
+      if (std::string error = reader.take_flag(); !error.empty()) return Fail::fail(error);
+      options.duplex = false;
+      continue;
+    }
+    const bool known = name == "--output-shape" || name == "--mib" || name == "--settings" ||
+                       name == "--compute-ms" || name == "--compute-fills" ||
+                       name == "--host-ms" || name == "--workers" || name == "--chunk" ||
+                       name == "--steps" || name == "--check";
     if (!known) return Fail::fail("bench egress: unknown argument '" + std::string(name) + "'");
     Parsed<std::string_view> value = reader.take_value();
     if (!value.ok()) return Fail::fail(value.error);
     const std::string_view text = *value.value;
     const std::string option(name);
 
-    if (name == "--backend") {
-      Parsed<std::string> backend = parse_backend(text);
-      if (!backend.ok()) return Fail::fail(option + ": " + backend.error);
-      options.backend = *backend.value;
-    } else if (name == "--device") {
-      Parsed<std::uint64_t> index = parse_count(text, 1024);
-      if (!index.ok()) return Fail::fail(option + ": " + index.error);
-      options.device_index = static_cast<int>(*index.value);
-    } else if (name == "--output-shape") {
+    if (name == "--output-shape") {
       Parsed<std::vector<std::uint32_t>> dims = parse_dims(text);
       if (!dims.ok()) return Fail::fail(option + ": " + dims.error);
       options.output_shape = *dims.value;
@@ -204,9 +196,6 @@ Parsed<EgressBenchOptions> parse_options(const std::vector<std::string_view>& ar
         return Fail::fail(option + ": expected sampled or full, got '" + std::string(text) + "'");
       }
       options.check = text == "full" ? EgressCheck::full : EgressCheck::sampled;
-    } else {  // --json-file
-      if (text.empty()) return Fail::fail(option + ": needs a path");
-      options.json_file = std::string(text);
     }
   }
   return {options, {}};

@@ -75,30 +75,20 @@ Parsed<IngressBenchOptions> parse_options(const std::vector<std::string_view>& a
       help = true;
       return {options, {}};
     }
-    if (name == "--json" || name == "--quick") {
-      if (std::string error = reader.take_flag(); !error.empty()) return Fail::fail(error);
-      (name == "--json" ? options.json : options.quick) = true;
+    std::string common_error;
+    if (take_common_bench_option(reader, options, common_error)) {
+      if (!common_error.empty()) return Fail::fail(common_error);
       continue;
     }
-    const bool known = name == "--backend" || name == "--device" || name == "--shapes" ||
-                       name == "--min-time-ms" || name == "--depth" ||
-                       name == "--kernel-commands" || name == "--copy-size" ||
-                       name == "--json-file";
+    const bool known = name == "--shapes" || name == "--min-time-ms" || name == "--depth" ||
+                       name == "--kernel-commands" || name == "--copy-size";
     if (!known) return Fail::fail("bench ingress: unknown argument '" + std::string(name) + "'");
     Parsed<std::string_view> value = reader.take_value();
     if (!value.ok()) return Fail::fail(value.error);
     const std::string_view text = *value.value;
     const std::string option(name);
 
-    if (name == "--backend") {
-      Parsed<std::string> backend = parse_backend(text);
-      if (!backend.ok()) return Fail::fail(option + ": " + backend.error);
-      options.backend = *backend.value;
-    } else if (name == "--device") {
-      Parsed<std::uint64_t> index = parse_count(text, 1024);
-      if (!index.ok()) return Fail::fail(option + ": " + index.error);
-      options.device_index = static_cast<int>(*index.value);
-    } else if (name == "--shapes") {
+    if (name == "--shapes") {
       Parsed<std::vector<BatchShape>> shapes = parse_shape_list(text);
       if (!shapes.ok()) return Fail::fail(option + ": " + shapes.error);
       options.shapes = *shapes.value;
@@ -120,9 +110,6 @@ Parsed<IngressBenchOptions> parse_options(const std::vector<std::string_view>& a
       Parsed<std::uint64_t> size = parse_size(text);
       if (!size.ok()) return Fail::fail(option + ": " + size.error);
       options.copy_bytes = *size.value;
-    } else {  // --json-file
-      if (text.empty()) return Fail::fail(option + ": needs a path");
-      options.json_file = std::string(text);
     }
   }
   return {options, {}};

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli_args.hpp"
 #include "ferry/ferry.hpp"
 #include "baselines/cuda_memcpy.hpp"
 #include "transfer_modes.hpp"
@@ -18,15 +19,10 @@
 namespace ferry::cli {
 
 // What the user asked for.
-struct BenchOptions {
-  std::string backend = "auto";
-  int device_index = 0;
+struct BenchOptions : CommonBenchOptions {
   std::optional<std::vector<std::uint64_t>> sizes;
   std::optional<std::uint64_t> min_time_ms;
   TransferSettings transfer;
-  bool quick = false;
-  bool json = false;
-  std::string json_file;
 };
 
 // One measured combination.

@@ -78,29 +78,20 @@ Parsed<BenchOptions> parse_options(const std::vector<std::string_view>& args, bo
       help = true;
       return {options, {}};
     }
-    if (name == "--json" || name == "--quick") {
-      if (std::string error = reader.take_flag(); !error.empty()) return Fail::fail(error);
-      (name == "--json" ? options.json : options.quick) = true;
+    std::string common_error;
+    if (take_common_bench_option(reader, options, common_error)) {
+      if (!common_error.empty()) return Fail::fail(common_error);
       continue;
     }
-    const bool known = name == "--backend" || name == "--device" || name == "--sizes" ||
-                       name == "--min-time-ms" || name == "--chunk" || name == "--in-flight" ||
-                       name == "--json-file";
+    const bool known = name == "--sizes" || name == "--min-time-ms" || name == "--chunk" ||
+                       name == "--in-flight";
     if (!known) return Fail::fail("bench transfer: unknown argument '" + std::string(name) + "'");
     Parsed<std::string_view> value = reader.take_value();
     if (!value.ok()) return Fail::fail(value.error);
     const std::string_view text = *value.value;
     const std::string option(name);
 
-    if (name == "--backend") {
-      Parsed<std::string> backend = parse_backend(text);
-      if (!backend.ok()) return Fail::fail(option + ": " + backend.error);
-      options.backend = *backend.value;
-    } else if (name == "--device") {
-      Parsed<std::uint64_t> index = parse_count(text, 1024);
-      if (!index.ok()) return Fail::fail(option + ": " + index.error);
-      options.device_index = static_cast<int>(*index.value);
-    } else if (name == "--sizes") {
+    if (name == "--sizes") {
       Parsed<std::vector<std::uint64_t>> sizes = parse_size_list(text);
       if (!sizes.ok()) return Fail::fail(option + ": " + sizes.error);
       options.sizes = *sizes.value;
@@ -120,9 +111,6 @@ Parsed<BenchOptions> parse_options(const std::vector<std::string_view>& args, bo
       if (!count.ok()) return Fail::fail(option + ": " + count.error);
       if (*count.value == 0) return Fail::fail(option + ": must be at least 1");
       options.transfer.in_flight = static_cast<unsigned>(*count.value);
-    } else {  // --json-file
-      if (text.empty()) return Fail::fail(option + ": needs a path");
-      options.json_file = std::string(text);
     }
   }
   return {options, {}};

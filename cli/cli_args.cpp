@@ -131,4 +131,40 @@ std::string to_string(const BatchShape& shape) {
          std::to_string(shape[2]) + "x" + std::to_string(shape[3]);
 }
 
+bool take_common_bench_option(ArgReader& reader, CommonBenchOptions& options, std::string& error) {
+  const std::string_view name = reader.peek_name();
+  if (name == "--json" || name == "--quick") {
+    error = reader.take_flag();
+    (name == "--json" ? options.json : options.quick) = true;
+    return true;
+  }
+  if (name != "--backend" && name != "--device" && name != "--json-file") return false;
+  const std::string option(name);
+  Parsed<std::string_view> value = reader.take_value();
+  if (!value.ok()) {
+    error = value.error;
+    return true;
+  }
+  if (name == "--backend") {
+    Parsed<std::string> backend = parse_backend(*value.value);
+    if (!backend.ok()) {
+      error = option + ": " + backend.error;
+    } else {
+      options.backend = *backend.value;
+    }
+  } else if (name == "--device") {
+    Parsed<std::uint64_t> index = parse_count(*value.value, 1024);
+    if (!index.ok()) {
+      error = option + ": " + index.error;
+    } else {
+      options.device_index = static_cast<int>(*index.value);
+    }
+  } else if (value.value->empty()) {
+    error = option + ": needs a path";
+  } else {
+    options.json_file = std::string(*value.value);
+  }
+  return true;
+}
+
 }  // namespace ferry::cli

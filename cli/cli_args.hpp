@@ -39,6 +39,20 @@ class ArgReader {
   std::size_t pos_ = 0;
 };
 
+// The options every `ferry bench` command takes.
+struct CommonBenchOptions {
+  std::string backend = "auto";
+  int device_index = 0;
+  bool quick = false;
+  bool json = false;
+  std::string json_file;
+};
+
+// Takes the option at the reader's position when it is one of CommonBenchOptions' (--backend,
+// --device, --quick, --json, --json-file) and returns true; otherwise takes nothing and returns
+// false. A bad value sets `error`.
+bool take_common_bench_option(ArgReader& reader, CommonBenchOptions& options, std::string& error);
+
 // "65536", "64K", "64KiB", "1M", "1MiB", "1G", "1GB": binary multiples, case-insensitive.
 Parsed<std::uint64_t> parse_size(std::string_view text);
 // Comma-separated sizes, each > 0, e.g. "64K,1M,16M".

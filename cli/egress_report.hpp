@@ -8,15 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "cli_args.hpp"
 #include "egress_modes.hpp"
 #include "ferry/ferry.hpp"
 
 namespace ferry::cli {
 
 // What the user asked for.
-struct EgressBenchOptions {
-  std::string backend = "auto";
-  int device_index = 0;
+struct EgressBenchOptions : CommonBenchOptions {
   std::optional<std::vector<std::uint32_t>> output_shape;  // float32 elements, any rank
   std::optional<std::uint64_t> output_mib;
   std::optional<std::uint32_t> steps;
@@ -28,9 +27,6 @@ struct EgressBenchOptions {
   std::optional<std::vector<std::string>> settings;  // names: copy, compute, host
   EgressCheck check = EgressCheck::sampled;
   bool duplex = true;
-  bool quick = false;
-  bool json = false;
-  std::string json_file;
 };
 
 // The targets of the issue, printed with the results.

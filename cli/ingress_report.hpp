@@ -17,17 +17,12 @@
 namespace ferry::cli {
 
 // What the user asked for.
-struct IngressBenchOptions {
-  std::string backend = "auto";
-  int device_index = 0;
+struct IngressBenchOptions : CommonBenchOptions {
   std::optional<std::vector<BatchShape>> shapes;
   std::optional<std::uint64_t> min_time_ms;
   std::uint32_t depth = 3;
   std::optional<std::uint32_t> kernel_commands;
   std::optional<std::uint64_t> copy_bytes;
-  bool quick = false;
-  bool json = false;
-  std::string json_file;
 };
 
 // The targets of the issue, printed with the results.
