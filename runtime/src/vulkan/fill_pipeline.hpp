@@ -8,6 +8,7 @@
 #include <span>
 
 #include "core/backend.hpp"
+#include "vulkan/compute_program.hpp"
 #include "vulkan/vk_context.hpp"
 
 namespace ferry::vulkan {
@@ -30,9 +31,7 @@ class FillPipeline {
 
  private:
   const DeviceContext* context_ = nullptr;
-  VkShaderModule module_ = VK_NULL_HANDLE;
-  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
-  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  ComputeProgram program_;
   VkPipeline pipeline_ = VK_NULL_HANDLE;
 };
 

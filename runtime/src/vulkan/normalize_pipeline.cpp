@@ -80,43 +80,9 @@ constexpr std::array<VkSpecializationMapEntry, 6> kSpecializationEntries = {{
 Status NormalizePipeline::create(const DeviceContext& context) {
   context_ = &context;
   if (!context.normalize_support.supported) return Status();
-  const VolkDeviceTable& vk = context.vk;
-
-  VkShaderModuleCreateInfo module_info{};
-  module_info.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
-  module_info.codeSize = shaders::normalize_spv.size_bytes();
-  module_info.pCode = shaders::normalize_spv.data();
-  FERRY_VK_RETURN_IF_ERROR(
-      vk.vkCreateShaderModule(context.device, &module_info, nullptr, &module_));
-
-  std::array<VkDescriptorSetLayoutBinding, 2> bindings{};
-  for (std::uint32_t i = 0; i < bindings.size(); ++i) {
-    bindings[i].binding = i;  // 0: source window, 1: destination window
-    bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    bindings[i].descriptorCount = 1;
-    bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
-  }
-  VkDescriptorSetLayoutCreateInfo set_layout_info{};
-  set_layout_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
-  set_layout_info.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
-  set_layout_info.bindingCount = static_cast<std::uint32_t>(bindings.size());
-  set_layout_info.pBindings = bindings.data();
-  FERRY_VK_RETURN_IF_ERROR(
-      vk.vkCreateDescriptorSetLayout(context.device, &set_layout_info, nullptr, &set_layout_));
-
-  VkPushConstantRange push_range{};
-  push_range.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
-  push_range.offset = 0;
-  push_range.size = sizeof(NormalizePushConstants);
-  VkPipelineLayoutCreateInfo layout_info{};
-  layout_info.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
-  layout_info.setLayoutCount = 1;
-  layout_info.pSetLayouts = &set_layout_;
-  layout_info.pushConstantRangeCount = 1;
-  layout_info.pPushConstantRanges = &push_range;
-  FERRY_VK_RETURN_IF_ERROR(
-      vk.vkCreatePipelineLayout(context.device, &layout_info, nullptr, &layout_));
-
+  // Binding 0: the source window, 1: the destination window.
+  FERRY_RETURN_IF_ERROR(program_.create(context, shaders::normalize_spv, 2,
+                                        sizeof(NormalizePushConstants)));
   FERRY_ASSIGN_OR_RETURN(element_pipeline_, make_pipeline(0, 0, false, true));
   return Status();
 }
@@ -145,25 +111,15 @@ Result<VkPipeline> NormalizePipeline::make_pipeline(std::uint32_t vector_channel
   specialization.dataSize = sizeof(values);
   specialization.pData = &values;
 
-  VkComputePipelineCreateInfo pipeline_info{};
-  pipeline_info.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
-  pipeline_info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
-  pipeline_info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-  pipeline_info.stage.module = module_;
-  pipeline_info.stage.pName = "main";
-  pipeline_info.stage.pSpecializationInfo = &specialization;
-  pipeline_info.layout = layout_;
-  VkPipeline pipeline = VK_NULL_HANDLE;
-  const VkResult result = context_->vk.vkCreateComputePipelines(
-      context_->device, VK_NULL_HANDLE, 1, &pipeline_info, nullptr, &pipeline);
-  if (result != VK_SUCCESS) {
+  Result<VkPipeline> pipeline = program_.make_pipeline(&specialization);
+  if (!pipeline.ok()) {
     const std::string path =
         vector_channels == 0
             ? std::string("element path")
             : "vector path (" + std::to_string(vector_channels) + " channels, runs of " +
                   std::to_string(run_pixels) + " pixels, " + (store16 ? "16" : "32") +
                   "-bit elements, " + (planar ? "nchw" : "nhwc") + ")";
-    Status status = vk_status(result, "vkCreateComputePipelines");
+    Status status = pipeline.status();
     status.with_context("normalize on Vulkan: making the " + path + " pipeline");
     return status;
   }
@@ -180,15 +136,8 @@ void NormalizePipeline::destroy() noexcept {
   if (element_pipeline_ != VK_NULL_HANDLE) {
     vk.vkDestroyPipeline(context_->device, element_pipeline_, nullptr);
   }
-  if (layout_ != VK_NULL_HANDLE) vk.vkDestroyPipelineLayout(context_->device, layout_, nullptr);
-  if (set_layout_ != VK_NULL_HANDLE) {
-    vk.vkDestroyDescriptorSetLayout(context_->device, set_layout_, nullptr);
-  }
-  if (module_ != VK_NULL_HANDLE) vk.vkDestroyShaderModule(context_->device, module_, nullptr);
   element_pipeline_ = VK_NULL_HANDLE;
-  layout_ = VK_NULL_HANDLE;
-  set_layout_ = VK_NULL_HANDLE;
-  module_ = VK_NULL_HANDLE;
+  program_.destroy();
   context_ = nullptr;
 }
 
@@ -298,9 +247,9 @@ Status NormalizePipeline::record(VkCommandBuffer command_buffer, VkBuffer src, V
       writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
       writes[i].pBufferInfo = &windows[i];
     }
-    vk.vkCmdPushDescriptorSetKHR(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0,
+    vk.vkCmdPushDescriptorSetKHR(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, program_.layout(), 0,
                                  static_cast<std::uint32_t>(writes.size()), writes.data());
-    vk.vkCmdPushConstants(command_buffer, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+    vk.vkCmdPushConstants(command_buffer, program_.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
                           sizeof(dispatch.push), &dispatch.push);
     vk.vkCmdDispatch(command_buffer, dispatch.group_count, 1, 1);
   }

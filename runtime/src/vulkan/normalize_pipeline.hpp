@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "core/backend.hpp"
+#include "vulkan/compute_program.hpp"
 #include "vulkan/normalize_plan.hpp"
 #include "vulkan/vk_context.hpp"
 
@@ -58,9 +59,7 @@ class NormalizePipeline {
                                    bool store16, bool planar) const;
 
   const DeviceContext* context_ = nullptr;
-  VkShaderModule module_ = VK_NULL_HANDLE;
-  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
-  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  ComputeProgram program_;
   VkPipeline element_pipeline_ = VK_NULL_HANDLE;
   mutable std::mutex vector_mutex_;  // guards vector_pipelines_
   mutable std::array<VkPipeline, kVectorPipelineCount> vector_pipelines_{};

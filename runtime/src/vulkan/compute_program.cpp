@@ -1,0 +1,78 @@
+#include "vulkan/compute_program.hpp"
+
+#include <vector>
+
+#include "vulkan/vk_status.hpp"
+
+namespace ferry::vulkan {
+
+Status ComputeProgram::create(const DeviceContext& context, std::span<const std::uint32_t> spirv,
+                              std::uint32_t storage_buffers, std::uint32_t push_constant_bytes) {
+  context_ = &context;
+  const VolkDeviceTable& vk = context.vk;
+
+  VkShaderModuleCreateInfo module_info{};
+  module_info.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
+  module_info.codeSize = spirv.size_bytes();
+  module_info.pCode = spirv.data();
+  FERRY_VK_RETURN_IF_ERROR(vk.vkCreateShaderModule(context.device, &module_info, nullptr, &module_));
+
+  std::vector<VkDescriptorSetLayoutBinding> bindings(storage_buffers);
+  for (std::uint32_t i = 0; i < storage_buffers; ++i) {
+    bindings[i].binding = i;
+    bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    bindings[i].descriptorCount = 1;
+    bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  }
+  VkDescriptorSetLayoutCreateInfo set_layout_info{};
+  set_layout_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
+  set_layout_info.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
+  set_layout_info.bindingCount = storage_buffers;
+  set_layout_info.pBindings = bindings.data();
+  FERRY_VK_RETURN_IF_ERROR(
+      vk.vkCreateDescriptorSetLayout(context.device, &set_layout_info, nullptr, &set_layout_));
+
+  VkPushConstantRange push_range{};
+  push_range.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  push_range.offset = 0;
+  push_range.size = push_constant_bytes;
+  VkPipelineLayoutCreateInfo layout_info{};
+  layout_info.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
+  layout_info.setLayoutCount = 1;
+  layout_info.pSetLayouts = &set_layout_;
+  layout_info.pushConstantRangeCount = 1;
+  layout_info.pPushConstantRanges = &push_range;
+  FERRY_VK_RETURN_IF_ERROR(vk.vkCreatePipelineLayout(context.device, &layout_info, nullptr, &layout_));
+  return Status();
+}
+
+void ComputeProgram::destroy() noexcept {
+  if (context_ == nullptr) return;
+  const VolkDeviceTable& vk = context_->vk;
+  if (layout_ != VK_NULL_HANDLE) vk.vkDestroyPipelineLayout(context_->device, layout_, nullptr);
+  if (set_layout_ != VK_NULL_HANDLE) {
+    vk.vkDestroyDescriptorSetLayout(context_->device, set_layout_, nullptr);
+  }
+  if (module_ != VK_NULL_HANDLE) vk.vkDestroyShaderModule(context_->device, module_, nullptr);
+  layout_ = VK_NULL_HANDLE;
+  set_layout_ = VK_NULL_HANDLE;
+  module_ = VK_NULL_HANDLE;
+  context_ = nullptr;
+}
+
+Result<VkPipeline> ComputeProgram::make_pipeline(const VkSpecializationInfo* specialization) const {
+  VkComputePipelineCreateInfo pipeline_info{};
+  pipeline_info.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+  pipeline_info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+  pipeline_info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  pipeline_info.stage.module = module_;
+  pipeline_info.stage.pName = "main";
+  pipeline_info.stage.pSpecializationInfo = specialization;
+  pipeline_info.layout = layout_;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  FERRY_VK_RETURN_IF_ERROR(context_->vk.vkCreateComputePipelines(
+      context_->device, VK_NULL_HANDLE, 1, &pipeline_info, nullptr, &pipeline));
+  return pipeline;
+}
+
+}  // namespace ferry::vulkan

@@ -1,0 +1,41 @@
+// A compute shader with the layouts every pipeline made from it shares: its shader module, a
+// push-descriptor set layout of N storage buffers (VK_KHR_push_descriptor: nothing to allocate
+// per dispatch) and a pipeline layout with one push-constant block.
+#pragma once
+
+#include <volk.h>
+
+#include <cstdint>
+#include <span>
+
+#include "ferry/status.hpp"
+#include "vulkan/vk_context.hpp"
+
+namespace ferry::vulkan {
+
+class ComputeProgram {
+ public:
+  ComputeProgram() = default;
+  ComputeProgram(const ComputeProgram&) = delete;
+  ComputeProgram& operator=(const ComputeProgram&) = delete;
+  ~ComputeProgram() { destroy(); }
+
+  // Bindings 0 .. storage_buffers - 1 are storage buffers.
+  Status create(const DeviceContext& context, std::span<const std::uint32_t> spirv,
+                std::uint32_t storage_buffers, std::uint32_t push_constant_bytes);
+  void destroy() noexcept;
+
+  // A pipeline of entry point "main", with the given specialization (or none). The caller owns
+  // and destroys it.
+  Result<VkPipeline> make_pipeline(const VkSpecializationInfo* specialization = nullptr) const;
+
+  VkPipelineLayout layout() const { return layout_; }
+
+ private:
+  const DeviceContext* context_ = nullptr;
+  VkShaderModule module_ = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+};
+
+}  // namespace ferry::vulkan
