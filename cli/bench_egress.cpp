@@ -326,18 +326,14 @@ int run_bench_egress(const std::vector<std::string_view>& args) {
     return kExitOk;
   }
   EgressReport report;
-  report.command = "ferry bench egress";
-  for (std::string_view arg : args) report.command.append(" ").append(arg);
+  report.command = command_line("ferry bench egress", args);
   report.options = *parsed.value;
   const EgressBenchOptions& options = report.options;
   if (std::string error = apply_settings(report); !error.empty()) return usage_error(error);
 
-  Result<Device> opened = Device::open(options.backend, options.device_index, device_options());
-  if (!opened.ok()) {
-    return library_error(opened.status(), "opening " + options.backend + " device " +
-                                              std::to_string(options.device_index));
-  }
-  Device device = std::move(opened).value();
+  std::optional<Device> opened = open_bench_device(options);
+  if (!opened) return kExitFailure;
+  Device device = std::move(*opened);
   report.device = device.info();
   report.date = utc_timestamp();
   if (std::string error = check_memory(report); !error.empty()) {

@@ -208,18 +208,14 @@ int run_bench_ingress(const std::vector<std::string_view>& args) {
     return kExitOk;
   }
   IngressReport report;
-  report.command = "ferry bench ingress";
-  for (std::string_view arg : args) report.command.append(" ").append(arg);
+  report.command = command_line("ferry bench ingress", args);
   report.options = *parsed.value;
   const IngressBenchOptions& options = report.options;
   apply_settings(report);
 
-  Result<Device> opened = Device::open(options.backend, options.device_index, device_options());
-  if (!opened.ok()) {
-    return library_error(opened.status(), "opening " + options.backend + " device " +
-                                              std::to_string(options.device_index));
-  }
-  Device device = std::move(opened).value();
+  std::optional<Device> opened = open_bench_device(options);
+  if (!opened) return kExitFailure;
+  Device device = std::move(*opened);
   report.device = device.info();
   report.date = utc_timestamp();
   plan_shapes(report);

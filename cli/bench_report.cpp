@@ -56,6 +56,17 @@ void write_device_json(JsonWriter& json, const DeviceInfo& device) {
   json.end_object();
 }
 
+void begin_bench_json(JsonWriter& json, std::string_view tool, const std::string& date,
+                      const std::string& command, const DeviceInfo& device) {
+  json.begin_object();
+  json.field("tool", tool);
+  json.field("ferry_version", FERRY_VERSION_STRING);
+  json.field("date", date);
+  json.field("command", command);
+  json.key("device");
+  write_device_json(json, device);
+}
+
 namespace {
 
 constexpr std::uint64_t kMiB = 1ull << 20;
@@ -207,13 +218,7 @@ void print_report_table(const Report& report, std::ostream& out) {
 void print_report_json(const Report& report, std::ostream& out) {
   const DeviceInfo& device = report.device;
   JsonWriter json(out);
-  json.begin_object();
-  json.field("tool", "ferry bench transfer");
-  json.field("ferry_version", FERRY_VERSION_STRING);
-  json.field("date", report.date);
-  json.field("command", report.command);
-  json.key("device");
-  write_device_json(json, device);
+  begin_bench_json(json, "ferry bench transfer", report.date, report.command, device);
   json.key("settings").begin_object();
   json.field("min_time_ms", report.min_time_ms);
   json.field("chunk_bytes", report.options.transfer.chunk_bytes);
@@ -287,6 +292,22 @@ void print_report_json(const Report& report, std::ostream& out) {
   json.field("validation_messages", report.validation_messages);
   json.end_object();
   json.finish();
+}
+
+std::string command_line(std::string_view command, const std::vector<std::string_view>& args) {
+  std::string line(command);
+  for (std::string_view arg : args) line.append(" ").append(arg);
+  return line;
+}
+
+std::optional<Device> open_bench_device(const CommonBenchOptions& options) {
+  Result<Device> opened = Device::open(options.backend, options.device_index, device_options());
+  if (!opened.ok()) {
+    library_error(opened.status(), "opening " + options.backend + " device " +
+                                       std::to_string(options.device_index));
+    return std::nullopt;
+  }
+  return std::move(opened).value();
 }
 
 int emit_bench_report(bool json, const std::string& json_file,

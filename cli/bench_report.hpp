@@ -100,6 +100,14 @@ void print_bench_header(std::ostream& out, std::string_view tool, std::string_vi
                         std::string_view command, const DeviceInfo& device);
 // The "device" member of a JSON report.
 void write_device_json(JsonWriter& json, const DeviceInfo& device);
+// Opens a bench's JSON document: tool, ferry version, date, command and device fields.
+void begin_bench_json(JsonWriter& json, std::string_view tool, const std::string& date,
+                      const std::string& command, const DeviceInfo& device);
+
+// "ferry bench transfer --quick": the command as run, for the report header.
+std::string command_line(std::string_view command, const std::vector<std::string_view>& args);
+// Opens the device the options name; on failure prints the error and returns nothing.
+std::optional<Device> open_bench_device(const CommonBenchOptions& options);
 
 // The end of every bench command: the table (or JSON) on stdout, the JSON also to json_file
 // when given; fails when the file cannot be written or validation messages were seen.

@@ -212,18 +212,14 @@ int run_bench_transfer(const std::vector<std::string_view>& args) {
     return kExitOk;
   }
   Report report;
-  report.command = "ferry bench transfer";
-  for (std::string_view arg : args) report.command.append(" ").append(arg);
+  report.command = command_line("ferry bench transfer", args);
   report.options = *parsed.value;
   const BenchOptions& options = report.options;
   report.min_time_ms = options.min_time_ms.value_or(options.quick ? 50 : 200);
 
-  Result<Device> opened = Device::open(options.backend, options.device_index, device_options());
-  if (!opened.ok()) {
-    return library_error(opened.status(), "opening " + options.backend + " device " +
-                                              std::to_string(options.device_index));
-  }
-  Device device = std::move(opened).value();
+  std::optional<Device> opened = open_bench_device(options);
+  if (!opened) return kExitFailure;
+  Device device = std::move(*opened);
   report.device = device.info();
   report.date = utc_timestamp();
   plan_sizes(options, report.device, report);

@@ -230,13 +230,7 @@ void print_egress_table(const EgressReport& report, std::ostream& out) {
 void print_egress_json(const EgressReport& report, std::ostream& out) {
   const EgressRunSettings& run = report.run;
   JsonWriter json(out);
-  json.begin_object();
-  json.field("tool", "ferry bench egress");
-  json.field("ferry_version", FERRY_VERSION_STRING);
-  json.field("date", report.date);
-  json.field("command", report.command);
-  json.key("device");
-  write_device_json(json, report.device);
+  begin_bench_json(json, "ferry bench egress", report.date, report.command, report.device);
   json.key("settings").begin_object();
   json.field("output", report.output_label);
   json.field("output_bytes", run.output_bytes);

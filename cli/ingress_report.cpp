@@ -148,13 +148,7 @@ void print_ingress_table(const IngressReport& report, std::ostream& out) {
 
 void print_ingress_json(const IngressReport& report, std::ostream& out) {
   JsonWriter json(out);
-  json.begin_object();
-  json.field("tool", "ferry bench ingress");
-  json.field("ferry_version", FERRY_VERSION_STRING);
-  json.field("date", report.date);
-  json.field("command", report.command);
-  json.key("device");
-  write_device_json(json, report.device);
+  begin_bench_json(json, "ferry bench ingress", report.date, report.command, report.device);
   json.key("settings").begin_object();
   json.field("min_time_ms", static_cast<std::uint64_t>(report.stream.min_time.count()));
   json.field("depth", report.stream.depth);
