@@ -65,6 +65,7 @@ struct EgressPipeline::State {
     const bool in_order = options.order == EgressOrder::in_order;
     for (;;) {
       Item item;
+      bool drop = false;
       {
         std::unique_lock lock(mutex);
         changed.wait(lock, [&] {
@@ -75,10 +76,6 @@ struct EgressPipeline::State {
         item = std::move(items.front());
         items.pop_front();
         if (in_order) busy = true;
-      }
-      bool drop = false;
-      {
-        std::lock_guard lock(mutex);
         drop = cancel || stopped_by_error() || item.step->failed;
       }
       Status status;
