@@ -567,7 +567,7 @@ Result<DuplexResult> EgressBench::run_duplex(DuplexMode mode, const DuplexSettin
     CommandList commands;
     FERRY_RETURN_IF_ERROR(commands.fill(outputs[slot], 0, out_bytes, step_pattern(run, step)));
     FERRY_ASSIGN_OR_RETURN(last_done, compute_.submit(std::move(commands), sync));
-    if (batch) batch->release(last_done);
+    if (batch) FERRY_RETURN_IF_ERROR(batch->release(last_done));
     if (egress) {
       FERRY_ASSIGN_OR_RETURN(EgressTicket ticket, out.push(outputs[slot], 0, out_bytes, last_done));
       last_read[slot] = ticket.output_read;

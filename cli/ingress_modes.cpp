@@ -300,7 +300,7 @@ Result<StreamResult> IngressBench::stream_ingress(bool pinned, const StreamSetti
     }
     // No GPU consumer: the tensor may be reused once it is ready (the pipeline waits for
     // that point on the device, not on the host).
-    batch->release(ready);
+    FERRY_RETURN_IF_ERROR(batch->release(ready));
     return ready;
   };
   FERRY_ASSIGN_OR_RETURN(StreamResult result, time_stream(settings, step));

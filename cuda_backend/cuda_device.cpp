@@ -114,6 +114,14 @@ CudaDevice::~CudaDevice() {
   (void)cudaGetLastError();
 }
 
+void CudaDevice::finish_teardown_work() {
+  (void)cudaSetDevice(index_);
+  for (cudaStream_t stream : streams_) {
+    if (stream != nullptr) (void)cudaStreamSynchronize(stream);
+  }
+  (void)cudaGetLastError();
+}
+
 Result<std::unique_ptr<BackendBuffer>> CudaDevice::create_buffer(std::uint64_t size,
                                                                  MemoryKind kind) {
   FERRY_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));

@@ -29,6 +29,9 @@ class CudaDevice final : public BackendDevice {
                                                               MemoryKind kind) override;
   Result<std::unique_ptr<BackendTimeline>> create_timeline(std::uint64_t initial) override;
   Status submit(QueueKind queue, const Submission& submission) override;
+  // Synchronizes ferry's streams: work a failed submission had already enqueued may still be
+  // running behind the last signal core waited for.
+  void finish_teardown_work() override;
 
  private:
   CudaDevice(int index, DeviceInfo info) : index_(index), info_(std::move(info)) {}

@@ -19,15 +19,6 @@ constexpr std::size_t kAdvanceOnPublishAbove = 64;
 // Events kept for reuse; more are destroyed when they come back.
 constexpr std::size_t kMaxFreeEvents = 256;
 
-Clock::time_point deadline_after(Timeout timeout) {
-  const auto now = Clock::now();
-  if (timeout == kInfinite) return Clock::time_point::max();
-  if (timeout <= Timeout::zero()) return now;
-  const auto left = Clock::time_point::max() - now;
-  if (timeout >= left) return Clock::time_point::max();
-  return now + std::chrono::duration_cast<Clock::duration>(timeout);
-}
-
 // Polling schedule for finite waits (infinite ones block in cudaEventSynchronize): yield-spin for
 // the first 2 ms, then sleep 50 us doubling up to 1 ms, never past the deadline. Spinning first
 // matters: a sleep lasts at least ~50 us on Linux (timer slack), so sleeping from the start made
@@ -82,8 +73,9 @@ Status CudaTimeline::host_signal(std::uint64_t value) {
 
 Status CudaTimeline::host_wait(std::uint64_t target, Timeout timeout) {
   FERRY_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-  const bool infinite = timeout == kInfinite;
-  const Clock::time_point deadline = deadline_after(timeout);
+  const detail::Deadline limit(timeout);
+  const bool infinite = limit.infinite();
+  const Clock::time_point deadline = limit.at();
   Backoff backoff;
   std::vector<SignalPtr> blocking;
   for (;;) {

@@ -180,6 +180,11 @@ ferry::Result<ferry::Device> BackendUnderTest::open_cpu_reference() {
   return reference;
 }
 
+ScopedFaultPlan::ScopedFaultPlan(const ferry::FaultPlan& plan) {
+  const ferry::Status set = ferry::set_fault_plan(plan);
+  REQUIRE_MESSAGE(set.ok(), set.to_string());
+}
+
 void for_each_backend(const BackendTest& test) {
   const NameList selected = env_list("FERRY_BACKENDS");
   const NameList required = env_list("FERRY_REQUIRE");

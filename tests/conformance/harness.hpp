@@ -72,6 +72,16 @@ inline ferry::StagingPoolOptions small_pool(ferry::MemoryKind kind = ferry::Memo
   return options;
 }
 
+// Sets a fault plan (ferry/faults.hpp) for its lifetime. Plans are process-wide and the suite
+// runs one test at a time, so a test's plan hits only that test's work.
+class ScopedFaultPlan {
+ public:
+  explicit ScopedFaultPlan(const ferry::FaultPlan& plan);
+  ~ScopedFaultPlan() { ferry::clear_fault_plan(); }
+  ScopedFaultPlan(const ScopedFaultPlan&) = delete;
+  ScopedFaultPlan& operator=(const ScopedFaultPlan&) = delete;
+};
+
 // ---- Status checks (work on Status and Result<T>) -------------------------------------------
 
 inline ferry::Status status_of(const ferry::Status& status) { return status; }

@@ -160,7 +160,12 @@ TEST_CASE("bad submissions and transfers fail cleanly; earlier work still comple
       CHECK_MESSAGE((result.status().code() == ErrorCode::invalid_argument ||
                      result.status().code() == ErrorCode::failed_precondition),
                     result.status().to_string());
-      CHECK_ERROR(failed.wait(1, std::chrono::seconds(5)), ErrorCode::timeline_failed);
+      // Rejected: the timeline is untouched, value 1 is free for later work.
+      CHECK_ERROR(failed.wait(1, std::chrono::milliseconds(20)), ErrorCode::timeout);
+      CHECK_OK(failed.failure());
+      CHECK(failed.submitted_value() == 0);
+      CHECK_OK(failed.signal(1));
+      CHECK_OK(failed.wait(1, ferry_test::kLongWait));
     }
 
     // Signalling a value not above the timeline's current value is refused.

@@ -136,7 +136,7 @@ TEST_CASE("ingress: pinned batches are uploaded by DMA and consumers queue behin
       sync.wait.push_back(batch->ready());
       copied.push_back(REQUIRE_VALUE(
           t.device.queue(ferry::QueueKind::compute).submit(std::move(commands), sync)));
-      batch->release(copied.back());
+      REQUIRE_OK(batch->release(copied.back()));
     }
     CHECK_FALSE(REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait)).has_value());
     for (std::size_t i = 0; i < batches.size(); ++i) {
@@ -179,7 +179,7 @@ TEST_CASE("ingress: a slow consumer holds the producer back and nothing it holds
     const ferry::Timeline consumer = REQUIRE_VALUE(t.device.create_timeline(0));
     const ferry::Buffer& first_tensor = first->tensor();
     const BufferRef held(first_tensor);  // keeps the tensor's memory reachable after release
-    first->release(ferry::TimelinePoint{consumer, 1});
+    REQUIRE_OK(first->release(ferry::TimelinePoint{consumer, 1}));
     CHECK(eventually_equals(calls, 3));
     std::optional<IngressBatch> third = REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait));
     REQUIRE(third.has_value());

@@ -185,7 +185,7 @@ TEST_CASE("timeline: signal values must increase in submission order") {
   });
 }
 
-TEST_CASE("timeline: a failed submission fails its signals; waiters get timeline_failed") {
+TEST_CASE("timeline: a rejected submission changes nothing; its values stay free") {
   ferry_test::for_each_backend([](BackendUnderTest& t) {
     const Timeline timeline = REQUIRE_VALUE(t.device.create_timeline());
     const std::uint64_t size = 4096;
@@ -199,76 +199,165 @@ TEST_CASE("timeline: a failed submission fails its signals; waiters get timeline
     REQUIRE_OK(t.device.queue(QueueKind::upload)
                    .submit(std::move(good), {.wait = {}, .signal = {{timeline, 1}}}));
 
-    // Value 2: rejected (a fill is not allowed on the upload queue).
+    // Value 2: rejected (a fill is not allowed on the upload queue): nothing changes.
     CommandList bad;
     REQUIRE_OK(bad.fill(buffer, 0, 16, 0));
-    const auto rejected = t.device.queue(QueueKind::upload)
-                              .submit(std::move(bad), {.wait = {}, .signal = {{timeline, 2}}});
-    REQUIRE_FALSE(rejected.ok());
-    MESSAGE("rejected submission: ", rejected.status().to_string());
-
-    // Values before still complete; the failed value and later ones fail, promptly.
+    CHECK_ERROR(t.device.queue(QueueKind::upload)
+                    .submit(std::move(bad), {.wait = {}, .signal = {{timeline, 2}}}),
+                ErrorCode::invalid_argument);
     CHECK_OK(timeline.wait(1, ferry_test::kLongWait));
-    const auto start = Clock::now();
-    CHECK_ERROR(timeline.wait(2, ferry_test::kLongWait), ErrorCode::timeline_failed);
-    CHECK_ERROR(timeline.wait(3, ferry_test::kLongWait), ErrorCode::timeline_failed);
-    CHECK(Clock::now() - start < std::chrono::seconds(5));
-    CHECK_FALSE(timeline.failure().ok());
-    // A failed timeline takes no new signals.
-    CHECK_FALSE(timeline.signal(10).ok());
+    CHECK(timeline.submitted_value() == 1);
+    CHECK_OK(timeline.failure());
+    CHECK_ERROR(timeline.wait(2, std::chrono::milliseconds(20)), ErrorCode::timeout);
 
-    // A submission waiting on the failed value fails too (at submit, or through its signals),
-    // and does not run.
-    Buffer untouched =
-        REQUIRE_VALUE(ferry_test::device_buffer_with(t.device, ferry_test::poison_bytes(size, 14)));
-    const Timeline after = REQUIRE_VALUE(t.device.create_timeline());
+    // A submission waiting for value 2 is held back, not failed, and runs once a later
+    // submission signals 2.
+    Buffer target = REQUIRE_VALUE(t.device.create_buffer(size));
     CommandList waiting;
-    REQUIRE_OK(waiting.copy(buffer, 0, untouched, 0, size));
-    const auto dependent =
-        t.device.queue(QueueKind::download)
-            .submit(std::move(waiting), {.wait = {{timeline, 2}}, .signal = {{after, 1}}});
-    if (dependent.ok()) {
-      CHECK_ERROR(after.wait(1, ferry_test::kLongWait), ErrorCode::timeline_failed);
-    } else {
-      CHECK_ERROR(after.wait(1, std::chrono::seconds(5)), ErrorCode::timeline_failed);
-    }
-
-    // The queues go on working after a failure.
-    for (const QueueKind kind : {QueueKind::upload, QueueKind::download, QueueKind::compute}) {
-      INFO("queue ", ferry::to_string(kind));
-      CHECK_OK(ferry_test::copy_and_wait(t.device, kind, buffer, 0, other, 0, size));
-      CHECK_OK(t.device.queue(kind).wait_idle(ferry_test::kLongWait));
-    }
-    ferry_test::check_bytes_equal(
-        REQUIRE_VALUE(ferry_test::read_bytes(t.device, untouched, 0, size)),
-        ferry_test::poison_bytes(size, 14), "target of the failed dependent copy");
-    ferry_test::check_bytes_equal(REQUIRE_VALUE(ferry_test::read_bytes(t.device, other, 0, size)),
-                                  data, "target of the good copy");
+    REQUIRE_OK(waiting.copy(buffer, 0, target, 0, size));
+    const TimelinePoint waited = REQUIRE_VALUE(
+        t.device.queue(QueueKind::download).submit(std::move(waiting), {.wait = {{timeline, 2}}, .signal = {}}));
+    CommandList second;
+    REQUIRE_OK(second.fill(other, 0, 16, 0x01020304u));
+    REQUIRE_OK(t.device.queue(QueueKind::compute)
+                   .submit(std::move(second), {.wait = {}, .signal = {{timeline, 2}}}));
+    CHECK_OK(timeline.wait(2, ferry_test::kLongWait));
+    CHECK_OK(waited.wait(ferry_test::kLongWait));
+    ferry_test::check_bytes_equal(REQUIRE_VALUE(ferry_test::read_bytes(t.device, target, 0, size)),
+                                  data, "copy that waited for the re-signalled value");
   });
 }
 
-TEST_CASE("timeline: a submission held back on a host value that then fails is released") {
+TEST_CASE("timeline: a submission the backend refuses fails its own values; the queue goes on") {
   ferry_test::for_each_backend([](BackendUnderTest& t) {
-    // The held-back submission waits on gate=2; gate fails at 1 (a rejected submission that
-    // would have signalled it), so the held submission must not hang forever.
+    const Timeline timeline = REQUIRE_VALUE(t.device.create_timeline());
+    const std::uint64_t size = 4099;
+    const std::vector<std::byte> data = ferry_test::random_bytes(t.rng, size);
+    Buffer source = REQUIRE_VALUE(ferry_test::device_buffer_with(t.device, data));
+    const auto queue = t.device.queue(QueueKind::upload);
+    const Timeline progress = queue.progress();
+
+    Buffer first = REQUIRE_VALUE(t.device.create_buffer(size));
+    CommandList good;
+    REQUIRE_OK(good.copy(source, 0, first, 0, size));
+    REQUIRE_OK(queue.submit(std::move(good), {.wait = {}, .signal = {{timeline, 1}}}));
+
+    // Value 4 (moving the timeline from 1 through 2 and 3): the backend refuses it.
+    Buffer refused_target =
+        REQUIRE_VALUE(ferry_test::device_buffer_with(t.device, ferry_test::poison_bytes(size, 3)));
+    const std::uint64_t refused_progress = progress.submitted_value() + 1;
+    {
+      const ferry_test::ScopedFaultPlan faults(
+          ferry::FaultPlan{}.fail(ferry::FaultSite::submit, 1));
+      CommandList refused;
+      REQUIRE_OK(refused.copy(source, 0, refused_target, 0, size));
+      const auto result = queue.submit(std::move(refused), {.wait = {}, .signal = {{timeline, 4}}});
+      CHECK_ERROR(result, ErrorCode::backend_error);
+      CHECK(result.status().message().find("injected fault") != std::string::npos);
+    }
+    // Its own values fail, promptly; the one before completes.
+    CHECK_OK(timeline.wait(1, ferry_test::kLongWait));
+    const auto start = Clock::now();
+    for (const std::uint64_t value : {2, 3, 4}) {
+      INFO("value ", value);
+      CHECK_ERROR(timeline.wait(value, ferry_test::kLongWait), ErrorCode::timeline_failed);
+    }
+    CHECK_ERROR(progress.wait(refused_progress, ferry_test::kLongWait), ErrorCode::timeline_failed);
+    CHECK(Clock::now() - start < std::chrono::seconds(5));
+    CHECK_FALSE(timeline.failure().ok());
+
+    // A submission waiting on a failed value is refused and never runs.
+    Buffer untouched =
+        REQUIRE_VALUE(ferry_test::device_buffer_with(t.device, ferry_test::poison_bytes(size, 14)));
+    CommandList dependent;
+    REQUIRE_OK(dependent.copy(source, 0, untouched, 0, size));
+    CHECK_ERROR(t.device.queue(QueueKind::download)
+                    .submit(std::move(dependent), {.wait = {{timeline, 3}}, .signal = {}}),
+                ErrorCode::timeline_failed);
+
+    // Later values of the same timeline, and later work on the same queue, go on.
+    Buffer later = REQUIRE_VALUE(t.device.create_buffer(size));
+    CommandList after;
+    REQUIRE_OK(after.copy(source, 0, later, 0, size));
+    const TimelinePoint after_done =
+        REQUIRE_VALUE(queue.submit(std::move(after), {.wait = {}, .signal = {{timeline, 5}}}));
+    CHECK(after_done.value > refused_progress);
+    CHECK_OK(timeline.wait(5, ferry_test::kLongWait));
+    CHECK_OK(after_done.wait(ferry_test::kLongWait));
+    REQUIRE_OK(timeline.signal(6));
+    CHECK_OK(timeline.wait(6, ferry_test::kLongWait));
+    for (const QueueKind kind : {QueueKind::upload, QueueKind::download, QueueKind::compute}) {
+      CHECK_OK(t.device.queue(kind).wait_idle(ferry_test::kLongWait));
+    }
+    CHECK_OK(t.device.wait_idle(ferry_test::kLongWait));
+
+    ferry_test::check_bytes_equal(REQUIRE_VALUE(ferry_test::read_bytes(t.device, first, 0, size)),
+                                  data, "copy before the refused one");
+    ferry_test::check_bytes_equal(REQUIRE_VALUE(ferry_test::read_bytes(t.device, later, 0, size)),
+                                  data, "copy after the refused one");
+    ferry_test::check_bytes_equal(
+        REQUIRE_VALUE(ferry_test::read_bytes(t.device, refused_target, 0, size)),
+        ferry_test::poison_bytes(size, 3), "target of the refused copy");
+    ferry_test::check_bytes_equal(
+        REQUIRE_VALUE(ferry_test::read_bytes(t.device, untouched, 0, size)),
+        ferry_test::poison_bytes(size, 14), "target of the refused dependent copy");
+  });
+}
+
+TEST_CASE("timeline: a held-back submission whose wait fails fails in turn, and nothing else") {
+  ferry_test::for_each_backend([](BackendUnderTest& t) {
+    // The held-back fill waits on gate=2; the submission that would signal gate=2 is refused by
+    // the backend, so the held fill fails (its signal `after`=1 with it) instead of hanging.
     const Timeline gate = REQUIRE_VALUE(t.device.create_timeline());
     const Timeline after = REQUIRE_VALUE(t.device.create_timeline());
-    Buffer buffer = REQUIRE_VALUE(t.device.create_buffer(256));
+    const std::uint64_t size = 777;
+    Buffer held_target =
+        REQUIRE_VALUE(ferry_test::device_buffer_with(t.device, ferry_test::poison_bytes(size, 9)));
     CommandList held;
-    REQUIRE_OK(held.fill(buffer, 0, 256, 7));
-    const auto held_point =
+    REQUIRE_OK(held.fill(held_target, 0, size, 7));
+    const TimelinePoint held_point = REQUIRE_VALUE(
         t.device.queue(QueueKind::compute)
-            .submit(std::move(held), {.wait = {{gate, 2}}, .signal = {{after, 1}}});
-    REQUIRE_OK(held_point);
+            .submit(std::move(held), {.wait = {{gate, 2}}, .signal = {{after, 1}}}));
+    // Behind it on the same queue: held back by queue order, released with it, and run.
+    Buffer behind_target = REQUIRE_VALUE(t.device.create_buffer(size));
+    CommandList behind;
+    REQUIRE_OK(behind.fill(behind_target, 0, size, 0xA1B2C3D4u));
+    const TimelinePoint behind_point =
+        REQUIRE_VALUE(t.device.queue(QueueKind::compute).submit(std::move(behind)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK_FALSE(behind_point.reached());
 
-    CommandList bad;
-    REQUIRE_OK(bad.fill(buffer, 0, 16, 0));
-    REQUIRE_FALSE(t.device.queue(QueueKind::download)
-                      .submit(std::move(bad), {.wait = {}, .signal = {{gate, 1}}})
-                      .ok());
-    CHECK_ERROR(after.wait(1, std::chrono::seconds(10)), ErrorCode::timeline_failed);
-    // The compute queue is not stuck behind it.
-    CHECK_OK(ferry_test::fill_and_wait(t.device, buffer, 0, 256, 9));
+    Buffer scratch = REQUIRE_VALUE(t.device.create_buffer(size));
+    {
+      const ferry_test::ScopedFaultPlan faults(
+          ferry::FaultPlan{}.fail(ferry::FaultSite::submit, 1));
+      CommandList refused;
+      REQUIRE_OK(refused.copy(held_target, 0, scratch, 0, size));
+      CHECK_ERROR(t.device.queue(QueueKind::download)
+                      .submit(std::move(refused), {.wait = {}, .signal = {{gate, 2}}}),
+                  ErrorCode::backend_error);
+    }
+    CHECK_ERROR(after.wait(1, ferry_test::kLongWait), ErrorCode::timeline_failed);
+    CHECK_ERROR(held_point.wait(ferry_test::kLongWait), ErrorCode::timeline_failed);
+    CHECK_OK(behind_point.wait(ferry_test::kLongWait));
+    CHECK_OK(ferry_test::fill_and_wait(t.device, scratch, 0, 64, 9));
     CHECK_OK(t.device.wait_idle(ferry_test::kLongWait));
+
+    // Both timelines take later values.
+    REQUIRE_OK(gate.signal(3));
+    CommandList next;
+    REQUIRE_OK(next.fill(scratch, 0, 64, 1));
+    REQUIRE_OK(t.device.queue(QueueKind::compute)
+                   .submit(std::move(next), {.wait = {{gate, 3}}, .signal = {{after, 2}}}));
+    CHECK_OK(after.wait(2, ferry_test::kLongWait));
+
+    ferry_test::check_bytes_equal(
+        REQUIRE_VALUE(ferry_test::read_bytes(t.device, held_target, 0, size)),
+        ferry_test::poison_bytes(size, 9), "target of the failed held-back fill");
+    std::vector<std::byte> expected(size);
+    ferry_test::apply_fill(expected, 0, size, 0xA1B2C3D4u);
+    ferry_test::check_bytes_equal(
+        REQUIRE_VALUE(ferry_test::read_bytes(t.device, behind_target, 0, size)), expected,
+        "target of the fill behind it");
   });
 }

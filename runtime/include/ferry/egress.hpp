@@ -38,7 +38,10 @@ struct EgressChunk {
   std::span<const std::byte> bytes;
 };
 
-// Runs on a worker thread. An error is recorded against the step (see ConsumerErrorPolicy).
+// Runs on a worker thread. An error is recorded against the step (see ConsumerErrorPolicy); so is
+// an exception it throws (caught, as ErrorCode::internal with the exception's message). It may
+// call close() on its own pipeline (the close is then deferred, see close()), not push() or
+// drain(), which would wait for the consumer itself.
 using EgressConsumer = std::function<Status(const EgressChunk& chunk)>;
 
 enum class EgressOrder : std::uint8_t {
@@ -83,13 +86,18 @@ enum class EgressClose : std::uint8_t {
 
 class EgressPipeline {
  public:
+  // Starts the worker threads; ErrorCode::resource_exhausted when the system cannot start them
+  // all (those already started are stopped).
   static Result<EgressPipeline> create(const Device& device, const EgressOptions& options,
                                        EgressConsumer consumer);
 
   EgressPipeline();
   EgressPipeline(EgressPipeline&&) noexcept;
-  EgressPipeline& operator=(EgressPipeline&&) noexcept;
-  ~EgressPipeline();  // close(EgressClose::drain)
+  EgressPipeline& operator=(EgressPipeline&&) noexcept;  // closes this one first (as destroyed)
+  // Delivers every chunk whose download was handed to the device, drops those still held back
+  // behind a `ready` point nobody has submitted (nothing could deliver them once the pipeline is
+  // gone), and joins the workers. Never waits for work that cannot complete.
+  ~EgressPipeline();
 
   // Hands over bytes [offset, offset + size) of `output`, complete at `ready` (a point on any
   // queue's or the application's timeline). Returns once every chunk's download is submitted.
@@ -99,11 +107,15 @@ class EgressPipeline {
                             const TimelinePoint& ready);
 
   // Waits until every step pushed so far has been consumed. Returns the first consumer or
-  // download error seen (with its step), or ok.
+  // download error seen (with its step), or ok. failed_precondition from a consumer.
   Status drain(Timeout timeout = kInfinite);
 
   // Stops accepting pushes, then drains or cancels, and joins the workers. Leases go back to
-  // the pool as their downloads complete. Returns what drain() would. Idempotent.
+  // the pool as their downloads complete. Returns what drain() would. Idempotent; safe from
+  // several threads at once (each returns once the workers are joined). Called from a consumer,
+  // it cannot wait for that consumer: it stops the pipeline (pushes fail from then on; cancel
+  // drops what is not yet delivered) and returns ok at once; the workers finish on their own and
+  // are joined by a later close() or the destructor.
   Status close(EgressClose mode = EgressClose::drain);
 
   EgressStats stats() const;
@@ -111,7 +123,7 @@ class EgressPipeline {
   struct State;
 
  private:
-  std::unique_ptr<State> state_;
+  std::shared_ptr<State> state_;  // shared with the workers, which may outlive a deferred close
 };
 
 }  // namespace ferry

@@ -4,6 +4,7 @@
 #include "ferry/buffer.hpp"
 #include "ferry/device.hpp"
 #include "ferry/egress.hpp"
+#include "ferry/faults.hpp"
 #include "ferry/ingress.hpp"
 #include "ferry/normalize.hpp"
 #include "ferry/queue.hpp"

@@ -61,7 +61,9 @@ class HostBatch {
 
 // Called on the pipeline's producer thread for batches 0, 1, 2, ... in order. Returns the batch,
 // std::nullopt at the end of the stream, or an error, which is handed to the application at
-// that batch (the stream goes on with the next index).
+// that batch (the stream goes on with the next index). An exception it throws is caught and
+// becomes that batch's error (ErrorCode::internal, with the exception's message). It may call
+// the pipeline's close() (the pipeline then stops after this call returns), not next().
 using IngressSource = std::function<Result<std::optional<HostBatch>>(std::uint64_t index)>;
 
 struct IngressOptions {
@@ -83,7 +85,9 @@ class IngressBatch {
 
   std::uint64_t index() const { return index_; }
   // The normalized tensor (IngressOptions::normalize's output type and layout, tightly packed,
-  // shape().output_bytes long) at offset 0 of this buffer. Valid until release().
+  // shape().output_bytes long) at offset 0 of this buffer. Valid until release(). On an empty
+  // batch (default-constructed, moved from or released) an empty Buffer, which every call
+  // refuses with ErrorCode::released.
   const Buffer& tensor() const;
   const NormalizeShape& shape() const { return shape_; }
   // The tensor holds the batch from here on (compute queue).
@@ -92,11 +96,14 @@ class IngressBatch {
   const TimelinePoint& input_consumed() const { return input_consumed_; }
 
   // Gives the tensor back to the pipeline; the next batch that reuses it waits (on the device)
-  // for `consumer_done`, the point at which the application's work reading it completes.
-  // Without a point: every submission made on the compute queue so far (which covers consumers
-  // that run there). Called by the destructor when not called before.
-  void release(const TimelinePoint& consumer_done);
-  void release();
+  // for `consumer_done`, the point at which the application's work reading it completes (a point
+  // without a timeline: nothing reads it any more). A point of another device is an error for
+  // this call only (ErrorCode::invalid_argument): the batch stays held and can be released
+  // again. Without a point: every submission made on the compute queue so far (which covers
+  // consumers that run there). Called by the destructor when not called before. Releasing an
+  // empty batch does nothing.
+  Status release(const TimelinePoint& consumer_done);
+  void release() noexcept;
 
   explicit operator bool() const { return slot_ != nullptr; }
 
@@ -112,31 +119,36 @@ class IngressBatch {
 
 class IngressPipeline {
  public:
-  // Validates the options (normalize parameters included) and starts the producer thread.
+  // Validates the options (normalize parameters included, and that the device can run that
+  // normalize: a limit of the backend is an error here, not at the first batch) and starts the
+  // producer thread (ErrorCode::resource_exhausted when no thread can be started).
   static Result<IngressPipeline> create(const Device& device, const IngressOptions& options,
                                         IngressSource source);
 
   IngressPipeline();
   IngressPipeline(IngressPipeline&&) noexcept;
-  IngressPipeline& operator=(IngressPipeline&&) noexcept;
+  IngressPipeline& operator=(IngressPipeline&&) noexcept;  // closes this one first
   ~IngressPipeline();  // close()
 
   // The next batch in order; std::nullopt once the source has ended and every batch was taken.
   // An error is the error of that batch (its index is in the message); the next call goes on
-  // with the following batch. ErrorCode::timeout when none arrives in time (call again).
+  // with the following batch. ErrorCode::timeout when none arrives in time (call again);
+  // failed_precondition once closed, or when called from the source (it would wait for itself).
   Result<std::optional<IngressBatch>> next(Timeout timeout = kInfinite);
 
   // Stops asking the source for batches (waiting for a source call in progress to return) and
   // drops batches not yet taken. Work already submitted completes on the device; batches the
-  // application holds stay valid. Idempotent.
-  void close();
+  // application holds stay valid. Idempotent. Called from the source itself, it cannot wait for
+  // that call: the pipeline stops once the source returns.
+  void close() noexcept;
 
+  // The output shape; an empty shape on a moved-from pipeline.
   const NormalizeShape& shape() const;
 
   struct State;
 
  private:
-  std::unique_ptr<State> state_;
+  std::shared_ptr<State> state_;  // shared with the producer thread, which may outlive close()
 };
 
 }  // namespace ferry

@@ -93,9 +93,13 @@ class Queue {
   QueueKind kind() const noexcept { return kind_; }
 
   // Submits the commands. Returns the point on this queue's own progress timeline at which the
-  // submission completes (also usable in other submissions' waits). On error nothing is
-  // submitted and the timelines in sync.signal are failed (see timeline.hpp). Fill commands
-  // need the compute queue.
+  // submission completes (also usable in other submissions' waits). Fill and normalize commands
+  // need the compute queue. Errors come in two kinds (see timeline.hpp):
+  // - rejected (an argument error, a wait on a value that will never be reached, a closed
+  //   device): nothing was submitted and no timeline changed;
+  // - accepted, then refused by the backend: the signals in sync.signal fail (their waiters get
+  //   ErrorCode::timeline_failed), and nothing else does: the queue runs later submissions.
+  // A submission held back on a wait that later fails fails the same way, when it is released.
   // Signal values of a timeline must increase in submission order (across all queues). A
   // timeline signalled from several queues reaches a value when that value's signal has
   // completed; use a timeline per producer when consumers need every earlier signal done too.
@@ -107,6 +111,7 @@ class Queue {
   Status wait_idle(Timeout timeout = kInfinite) const;
 
   explicit operator bool() const { return device_ != nullptr; }
+  const std::shared_ptr<detail::DeviceState>& state() const { return device_; }
 
  private:
   std::shared_ptr<detail::DeviceState> device_;

@@ -39,14 +39,21 @@ class [[nodiscard]] Status {
 
   bool ok() const noexcept { return code_ == ErrorCode::ok; }
   ErrorCode code() const noexcept { return code_; }
-  const std::string& message() const noexcept { return message_; }
+  // On a temporary Status (`result.status().message()` of a temporary Result, say) these return
+  // the string by value, so `const std::string& m = f().message();` keeps it alive.
+  const std::string& message() const& noexcept { return message_; }
+  std::string message() && { return std::move(message_); }
   // "file:line" where the error was created.
-  const std::string& where() const noexcept { return where_; }
+  const std::string& where() const& noexcept { return where_; }
+  std::string where() && { return std::move(where_); }
   // "code: message (at file:line)", for logs and test failures.
   std::string to_string() const;
 
   // Prepends context ("upload chunk 3 of 8: ...") while keeping the original code and location.
-  Status& with_context(std::string_view context);
+  Status& with_context(std::string_view context) &;
+  Status&& with_context(std::string_view context) && { return std::move(with_context(context)); }
+  // On a const Status (`result.status()`), a copy with the context.
+  Status with_context(std::string_view context) const& { return Status(*this).with_context(context); }
 
  private:
   ErrorCode code_ = ErrorCode::ok;
@@ -68,8 +75,14 @@ class [[nodiscard]] Result {
   }
 
   bool ok() const noexcept { return std::holds_alternative<T>(v_); }
-  // The error; an ok Status when a value is held.
-  Status status() const { return ok() ? Status() : std::get<Status>(v_); }
+  // The error; an ok Status when a value is held. A reference into this Result (a copy when the
+  // Result is a temporary), so `const std::string& m = r.status().message();` stays valid as
+  // long as `r` does.
+  const Status& status() const& noexcept {
+    static const Status kOk;
+    return ok() ? kOk : *std::get_if<Status>(&v_);
+  }
+  Status status() && { return ok() ? Status() : std::get<Status>(std::move(v_)); }
 
   T& value() & { return std::get<T>(v_); }
   const T& value() const& { return std::get<T>(v_); }
@@ -98,5 +111,5 @@ class [[nodiscard]] Result {
 #define FERRY_ASSIGN_OR_RETURN(lhs, expr)                                             \
   auto FERRY_STATUS_CONCAT(ferry_result_, __LINE__) = (expr);                         \
   if (!FERRY_STATUS_CONCAT(ferry_result_, __LINE__).ok())                             \
-    return FERRY_STATUS_CONCAT(ferry_result_, __LINE__).status();                     \
+    return std::move(FERRY_STATUS_CONCAT(ferry_result_, __LINE__)).status();          \
   lhs = std::move(FERRY_STATUS_CONCAT(ferry_result_, __LINE__)).value()

@@ -22,6 +22,11 @@ struct TransferOptions {
   Timeout acquire_timeout = kInfinite;     // per chunk, waiting for pool space
 };
 
+// Errors of upload() and download(): an argument error returns before anything is submitted and
+// leaves the timelines in sync.signal untouched; a failure after part of the transfer was
+// submitted (no pool space in time, a failed submission) fails those signals too, so that whoever
+// waits for them learns it. Chunks already submitted complete; their leases return to the pool.
+
 // Copies src into dst[dst_offset, +src.size()) on `queue` (normally the upload queue). The first
 // chunk waits for sync.wait; sync.signal is set when the last chunk has landed. Returns once
 // every chunk is in the pool and submitted (src may be reused then), with the point at which

@@ -1,10 +1,13 @@
 // The interface every backend implements. Core code talks to backends only through this file;
-// backends include it and the public headers, never core internals or each other.
+// backends include it (with the small helpers it brings: checked sizes, deadlines, wording of
+// sizes in messages, starting threads) and the public headers, never core internals or each other.
 //
 // What core guarantees to a backend, so that backends stay small:
 // - Arguments are validated: commands are in bounds, sizes are non-zero, buffers belong to this
 //   device, fills are on the compute queue.
 // - submit() calls are serialized per device (never concurrent with each other).
+// - Every size and offset it is given fits 64 bits with its extent (core/checked.hpp, which
+//   backends use too for their own arithmetic).
 // - Every wait in a submission names a value whose signal was already submitted (or reached), so
 //   a device queue never waits on something that might never be signalled.
 // - Signal values are strictly increasing per timeline, and host_signal() values exceed every
@@ -22,6 +25,10 @@
 #include <variant>
 #include <vector>
 
+#include "core/checked.hpp"
+#include "core/deadline.hpp"
+#include "core/describe.hpp"
+#include "core/threads.hpp"
 #include "ferry/device.hpp"
 #include "ferry/normalize.hpp"
 #include "ferry/status.hpp"
@@ -139,8 +146,20 @@ class BackendDevice {
     return Status(ErrorCode::unavailable, "this backend cannot register host memory");
   }
 
-  // Enqueues the submission and returns without waiting for it. On error nothing of it may run
-  // and none of its signals may ever be set.
+  // Checks, when a command is recorded, what the backend already knows it cannot run on this
+  // device (a missing feature; a limit such as Vulkan's storage-buffer window), so the error goes
+  // to the caller recording it instead of failing a submission later. May run on any thread,
+  // concurrently with everything else. The default accepts every command.
+  virtual Status check_command(const Command& command) const {
+    (void)command;
+    return Status();
+  }
+
+  // Enqueues the submission and returns without waiting for it. On error none of its signals
+  // may ever be set, and whatever of it was already enqueued (CUDA cannot take work back) must
+  // still finish before anything submitted later on the same queue: core then hands the queue
+  // an empty submission that signals the failed one's progress value, and keeps its buffers
+  // alive until that value is reached. A failed submission never stops the queue.
   virtual Status submit(QueueKind queue, const Submission& submission) = 0;
 
   // Called at teardown once every submission has completed, before core destroys the queues'
@@ -176,9 +195,3 @@ std::unique_ptr<Driver> create_cuda_driver();
 
 }  // namespace ferry::backend
 
-namespace ferry::detail {
-
-// "12345 bytes (11.8 MiB)": sizes in error messages, the same wording in core and backends.
-std::string describe_bytes(std::uint64_t bytes);
-
-}  // namespace ferry::detail

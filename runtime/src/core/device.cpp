@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/drivers.hpp"
+#include "core/faults.hpp"
 #include "core/state.hpp"
 #include "ferry/buffer.hpp"
 #include "ferry/device.hpp"
@@ -11,16 +12,6 @@
 
 namespace ferry {
 namespace detail {
-
-std::string describe_bytes(std::uint64_t bytes) {
-  std::string out = std::to_string(bytes) + " bytes";
-  if (bytes >= (1ull << 20)) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, " (%.1f MiB)", static_cast<double>(bytes) / (1 << 20));
-    out += buf;
-  }
-  return out;
-}
 
 Status DeviceCore::closed_error(const char* call) const {
   return Status(ErrorCode::device_closed,
@@ -32,24 +23,14 @@ DeviceState::~DeviceState() {
   // The last Device/Queue handle is gone: nothing can flush held-back submissions any more.
   {
     std::lock_guard lock(core->mutex);
-    const Status gone(ErrorCode::failed_precondition,
-                      "device handle released while the submission was held back waiting for a "
-                      "timeline value that was never submitted");
-    for (auto& queue : queues) {
-      for (auto& held : queue.held) {
-        if (held.failure.ok()) held.failure = gone;
-      }
-    }
-    flush_held();  // dispatches them as empty submissions that fail their signals
+    fail_held(Status(ErrorCode::failed_precondition,
+                     "device handle released while the submission was held back waiting for a "
+                     "timeline value that was never submitted"));
   }
+  core->changed.notify_all();
   // Wait for everything in flight so the retained resources are released in order.
   for (auto& queue : queues) {
-    std::uint64_t last = 0;
-    {
-      std::lock_guard lock(core->mutex);
-      last = queue.progress ? queue.progress->submitted : 0;
-    }
-    if (last > 0) (void)queue.progress->impl->host_wait(last, kInfinite);
+    if (queue.progress) (void)wait_queue_idle(queue, Deadline::forever(), false);
   }
   core->impl->finish_teardown_work();
   retire();
@@ -124,6 +105,7 @@ Result<Device> Device::open(std::string_view backend_name, int index,
                       std::to_string(device_count) + " device(s)");
   }
 
+  FERRY_RETURN_IF_ERROR(detail::apply_fault_environment());
   DeviceOptions effective = options;
   if (env_flag("FERRY_VALIDATION")) effective.validation = true;
   FERRY_ASSIGN_OR_RETURN(auto impl, chosen->driver->open(index, effective));
@@ -154,17 +136,37 @@ const DeviceInfo& Device::info() const {
 
 Queue Device::queue(QueueKind kind) const { return Queue(state_, kind); }
 
+namespace {
+
+Status check_accepting(const detail::DeviceCore& core, const char* call) {
+  return core.closing ? core.closed_error(call) : Status();
+}
+
+Status check_memory_kind(MemoryKind kind, const char* call) {
+  if (kind != MemoryKind::device && kind != MemoryKind::host_upload &&
+      kind != MemoryKind::host_readback) {
+    return Status(ErrorCode::invalid_argument, std::string(call) + ": unknown memory kind " +
+                                                   std::to_string(static_cast<int>(kind)));
+  }
+  return Status();
+}
+
+}  // namespace
+
 Result<Buffer> Device::create_buffer(std::uint64_t size, MemoryKind kind) const {
+  static constexpr const char* kCall = "Device::create_buffer";
   if (!state_) return Status(ErrorCode::released, "Device::create_buffer: no device");
   auto& core = state_->core;
   {
     std::lock_guard lock(core->mutex);
-    if (core->closed) return core->closed_error("Device::create_buffer");
+    FERRY_RETURN_IF_ERROR(check_accepting(*core, kCall));
   }
   if (size == 0) {
     return Status(ErrorCode::invalid_argument, "Device::create_buffer: size must be > 0");
   }
-  auto impl = core->impl->create_buffer(size, kind);
+  FERRY_RETURN_IF_ERROR(check_memory_kind(kind, kCall));
+  auto impl = detail::allocate_unless_injected(
+      "allocating a buffer", [&] { return core->impl->create_buffer(size, kind); });
   if (!impl.ok()) {
     Status status = impl.status();
     status.with_context("Device::create_buffer(" + detail::describe_bytes(size) + ", " +
@@ -184,7 +186,7 @@ Result<Buffer> Device::register_host_memory(std::span<std::byte> memory, MemoryK
   auto& core = state_->core;
   {
     std::lock_guard lock(core->mutex);
-    if (core->closed) return core->closed_error("Device::register_host_memory");
+    FERRY_RETURN_IF_ERROR(check_accepting(*core, "Device::register_host_memory"));
   }
   if (memory.empty()) {
     return Status(ErrorCode::invalid_argument, "Device::register_host_memory: empty memory range");
@@ -193,7 +195,9 @@ Result<Buffer> Device::register_host_memory(std::span<std::byte> memory, MemoryK
     return Status(ErrorCode::invalid_argument,
                   "Device::register_host_memory: kind must be host_upload or host_readback");
   }
-  auto impl = core->impl->register_host_memory(memory.data(), memory.size(), kind);
+  auto impl = detail::allocate_unless_injected("registering host memory", [&] {
+    return core->impl->register_host_memory(memory.data(), memory.size(), kind);
+  });
   if (!impl.ok()) {
     Status status = impl.status();
     status.with_context("Device::register_host_memory(" + detail::describe_bytes(memory.size()) + ")");
@@ -212,9 +216,12 @@ Result<Timeline> Device::create_timeline(std::uint64_t initial_value) const {
   auto& core = state_->core;
   {
     std::lock_guard lock(core->mutex);
-    if (core->closed) return core->closed_error("Device::create_timeline");
+    FERRY_RETURN_IF_ERROR(check_accepting(*core, "Device::create_timeline"));
   }
-  FERRY_ASSIGN_OR_RETURN(auto impl, core->impl->create_timeline(initial_value));
+  FERRY_ASSIGN_OR_RETURN(auto impl,
+                         detail::allocate_unless_injected("creating a timeline", [&] {
+                           return core->impl->create_timeline(initial_value);
+                         }));
   auto state = std::make_shared<detail::TimelineState>();
   state->device = core;
   state->impl = std::move(impl);
@@ -224,29 +231,45 @@ Result<Timeline> Device::create_timeline(std::uint64_t initial_value) const {
 
 Status Device::wait_idle(Timeout timeout) const {
   if (!state_) return Status(ErrorCode::released, "Device::wait_idle: no device");
-  const detail::Deadline deadline(timeout);
-  for (int q = 0; q < kQueueKindCount; ++q) {
-    FERRY_RETURN_IF_ERROR(queue(static_cast<QueueKind>(q)).wait_idle(deadline.remaining()));
+  {
+    std::lock_guard lock(state_->core->mutex);
+    if (state_->core->closed) return state_->core->closed_error("Device::wait_idle");
   }
+  const detail::Deadline deadline(timeout);
+  for (auto& queue : state_->queues) {
+    Status status = state_->wait_queue_idle(queue, deadline, true);
+    if (!status.ok()) return status.with_context("Device::wait_idle");
+  }
+  state_->retire();
   return Status();
 }
 
 Status Device::close(Timeout timeout) {
   if (!state_) return Status(ErrorCode::released, "Device::close: no device");
-  if (!is_open()) return Status();  // closing twice is harmless
-  Status drained = wait_idle(timeout);
+  auto& core = *state_->core;
   {
-    std::lock_guard lock(state_->core->mutex);
-    state_->core->closed = true;
-    const Status closed = state_->core->closed_error("submission held back at Device::close");
-    for (auto& queue : state_->queues) {
-      for (auto& held : queue.held) {
-        if (held.failure.ok()) held.failure = closed;
-      }
+    std::lock_guard lock(core.mutex);
+    if (core.closed) return Status();  // closing twice is harmless
+    if (!core.closing) {
+      // From here on nothing can release a held-back submission (host signals and new
+      // submissions are refused), so fail them now instead of waiting for them forever.
+      core.closing = true;
+      state_->fail_held(core.closed_error("submission held back at Device::close"));
     }
-    state_->flush_held();
   }
-  state_->core->changed.notify_all();
+  core.changed.notify_all();
+  // Work in flight completes (and can still be waited for) before the device counts as closed.
+  const detail::Deadline deadline(timeout);
+  Status drained;
+  for (auto& queue : state_->queues) {
+    Status status = state_->wait_queue_idle(queue, deadline, false);
+    if (!status.ok() && drained.ok()) drained = status.with_context("Device::close");
+  }
+  {
+    std::lock_guard lock(core.mutex);
+    core.closed = true;
+  }
+  core.changed.notify_all();
   state_->retire();
   return drained;
 }
@@ -254,7 +277,7 @@ Status Device::close(Timeout timeout) {
 bool Device::is_open() const {
   if (!state_) return false;
   std::lock_guard lock(state_->core->mutex);
-  return !state_->core->closed;
+  return !state_->core->closing;
 }
 
 std::uint64_t Device::validation_message_count() const {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -16,7 +17,16 @@ class HostWorkers {
  public:
   explicit HostWorkers(unsigned count) {
     threads_.reserve(count);
-    for (unsigned i = 0; i < count; ++i) threads_.emplace_back([this] { run(); });
+    for (unsigned i = 0; i < count; ++i) {
+      // Fewer helpers only make copies slower (the caller always works too), so a thread the
+      // system cannot give is not an error. Not subject to fault injection: the pool lives for
+      // the whole process, and one injected failure would shrink it for every later test.
+      try {
+        threads_.emplace_back([this] { run(); });
+      } catch (const std::system_error&) {
+        break;
+      }
+    }
   }
   ~HostWorkers() {
     {

@@ -7,6 +7,9 @@
 #include <limits>
 #include <string>
 
+#include "core/backend.hpp"
+#include "core/checked.hpp"
+
 namespace ferry {
 
 std::string_view to_string(ImageLayout layout) noexcept {
@@ -38,79 +41,99 @@ Status invalid(const std::string& what) {
   return Status(ErrorCode::invalid_argument, std::string(kCall) + ": " + what);
 }
 
-// Multiplies with overflow detection.
-bool multiply(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
-  return !__builtin_mul_overflow(a, b, &out);
-}
-
 struct ResolvedPitches {
   std::uint64_t pixel = 0;    // bytes between horizontally adjacent pixels of one channel
   std::uint64_t channel = 0;  // bytes between channels of one pixel
   std::uint64_t row = 0;
   std::uint64_t image = 0;
   std::uint64_t image_bytes = 0;  // bytes from an image's first to one past its last byte
+  std::uint64_t span = 0;         // bytes from the batch's first to one past its last byte
 };
 
-Result<ResolvedPitches> resolve_pitches(const ImageBatchLayout& in) {
-  if (in.batch == 0 || in.height == 0 || in.width == 0) {
-    return invalid("input batch, height and width must be > 0 (got " + std::to_string(in.batch) +
-                   "x" + std::to_string(in.height) + "x" + std::to_string(in.width) + ")");
-  }
-  if (in.channels < 1 || in.channels > kMaxNormalizeChannels) {
-    return invalid("input channels must be 1 to 4 (got " + std::to_string(in.channels) + ")");
-  }
-  if (in.layout != ImageLayout::nhwc && in.layout != ImageLayout::nchw) {
-    return invalid("unknown input layout " + std::to_string(static_cast<int>(in.layout)));
-  }
+// What is wrong with a layout; resolving allocates nothing, so that span_bytes() can be noexcept.
+enum class LayoutProblem {
+  none,
+  empty,
+  channels,
+  layout,
+  row_pitch,
+  plane_pitch,
+  plane_pitch_nhwc,
+  image_pitch,
+  overflow,
+};
+
+LayoutProblem resolve_pitches(const ImageBatchLayout& in, ResolvedPitches& p) noexcept {
+  if (in.batch == 0 || in.height == 0 || in.width == 0) return LayoutProblem::empty;
+  if (in.channels < 1 || in.channels > kMaxNormalizeChannels) return LayoutProblem::channels;
+  if (in.layout != ImageLayout::nhwc && in.layout != ImageLayout::nchw) return LayoutProblem::layout;
   const bool planar = in.layout == ImageLayout::nchw;
-  ResolvedPitches p;
   p.pixel = planar ? 1 : in.channels;
   const std::uint64_t row_bytes = std::uint64_t{in.width} * p.pixel;
   p.row = in.row_pitch != 0 ? in.row_pitch : row_bytes;
-  if (p.row < row_bytes) {
-    return invalid("input row_pitch " + std::to_string(p.row) + " is smaller than a row (" +
-                   std::to_string(row_bytes) + " bytes)");
-  }
-  std::uint64_t plane_bytes = 0;  // one channel plane (nchw) or the whole pixel grid (nhwc)
-  if (!multiply(p.row, in.height - 1, plane_bytes)) return invalid("input pitches overflow");
-  plane_bytes += row_bytes;
+  if (p.row < row_bytes) return LayoutProblem::row_pitch;
+  // One channel plane (nchw) or the whole pixel grid (nhwc).
+  const auto plane_bytes = detail::checked_mul_add(p.row, in.height - 1, row_bytes);
+  if (!plane_bytes) return LayoutProblem::overflow;
   if (planar) {
-    std::uint64_t tight_plane = 0;
-    if (!multiply(p.row, in.height, tight_plane)) return invalid("input pitches overflow");
-    p.channel = in.plane_pitch != 0 ? in.plane_pitch : tight_plane;
-    if (p.channel < plane_bytes) {
-      return invalid("input plane_pitch " + std::to_string(p.channel) +
-                     " is smaller than a channel plane (" + std::to_string(plane_bytes) +
-                     " bytes)");
-    }
-    if (!multiply(p.channel, in.channels - 1, p.image_bytes)) {
-      return invalid("input pitches overflow");
-    }
-    p.image_bytes += plane_bytes;
+    const auto tight_plane = detail::checked_mul(p.row, in.height);
+    if (!tight_plane) return LayoutProblem::overflow;
+    p.channel = in.plane_pitch != 0 ? in.plane_pitch : *tight_plane;
+    if (p.channel < *plane_bytes) return LayoutProblem::plane_pitch;
+    const auto image_bytes = detail::checked_mul_add(p.channel, in.channels - 1, *plane_bytes);
+    if (!image_bytes) return LayoutProblem::overflow;
+    p.image_bytes = *image_bytes;
   } else {
-    if (in.plane_pitch != 0) return invalid("plane_pitch applies to nchw input only; leave it 0");
+    if (in.plane_pitch != 0) return LayoutProblem::plane_pitch_nhwc;
     p.channel = 1;
-    p.image_bytes = plane_bytes;
+    p.image_bytes = *plane_bytes;
   }
   p.image = in.image_pitch != 0 ? in.image_pitch : p.image_bytes;
-  if (p.image < p.image_bytes) {
-    return invalid("input image_pitch " + std::to_string(p.image) +
-                   " is smaller than an image (" + std::to_string(p.image_bytes) + " bytes)");
+  if (p.image < p.image_bytes) return LayoutProblem::image_pitch;
+  const auto span = detail::checked_mul_add(p.image, in.batch - 1, p.image_bytes);
+  if (!span) return LayoutProblem::overflow;
+  p.span = *span;
+  return LayoutProblem::none;
+}
+
+Result<ResolvedPitches> resolve_pitches(const ImageBatchLayout& in) {
+  ResolvedPitches p;
+  switch (resolve_pitches(in, p)) {
+    case LayoutProblem::none: return p;
+    case LayoutProblem::empty:
+      return invalid("input batch, height and width must be > 0 (got " +
+                     std::to_string(in.batch) + "x" + std::to_string(in.height) + "x" +
+                     std::to_string(in.width) + ")");
+    case LayoutProblem::channels:
+      return invalid("input channels must be 1 to 4 (got " + std::to_string(in.channels) + ")");
+    case LayoutProblem::layout:
+      return invalid("unknown input layout " + std::to_string(static_cast<int>(in.layout)));
+    case LayoutProblem::row_pitch:
+      return invalid("input row_pitch " + std::to_string(p.row) + " is smaller than a row (" +
+                     std::to_string(std::uint64_t{in.width} * p.pixel) + " bytes)");
+    case LayoutProblem::plane_pitch:
+      return invalid("input plane_pitch " + std::to_string(p.channel) +
+                     " is smaller than a channel plane (" +
+                     std::to_string(p.row * (in.height - 1) + std::uint64_t{in.width}) +
+                     " bytes)");
+    case LayoutProblem::plane_pitch_nhwc:
+      return invalid("plane_pitch applies to nchw input only; leave it 0");
+    case LayoutProblem::image_pitch:
+      return invalid("input image_pitch " + std::to_string(p.image) +
+                     " is smaller than an image (" + std::to_string(p.image_bytes) + " bytes)");
+    case LayoutProblem::overflow: break;
   }
-  std::uint64_t last_image = 0;
-  if (!multiply(p.image, in.batch - 1, last_image) ||
-      last_image > std::numeric_limits<std::uint64_t>::max() - p.image_bytes) {
-    return invalid("input pitches overflow");
-  }
-  return p;
+  return invalid("input pitches overflow 64 bits (batch " + std::to_string(in.batch) +
+                 ", row_pitch " + std::to_string(in.row_pitch) + ", plane_pitch " +
+                 std::to_string(in.plane_pitch) + ", image_pitch " +
+                 std::to_string(in.image_pitch) + ")");
 }
 
 }  // namespace
 
 std::uint64_t ImageBatchLayout::span_bytes() const noexcept {
-  auto pitches = resolve_pitches(*this);
-  if (!pitches.ok()) return 0;
-  return pitches->image * (batch - 1) + pitches->image_bytes;
+  ResolvedPitches pitches;
+  return resolve_pitches(*this, pitches) == LayoutProblem::none ? pitches.span : 0;
 }
 
 Result<NormalizeShape> resolve_normalize(const NormalizeParams& params) {
@@ -145,12 +168,13 @@ Result<NormalizeShape> resolve_normalize(const NormalizeParams& params) {
   shape.channel_stride = pitches.channel;
   shape.row_stride = pitches.row;
   shape.image_stride = pitches.image;
-  shape.input_bytes = pitches.image * (in.batch - 1) + pitches.image_bytes;
-  std::uint64_t elements = 0;
-  if (!multiply(std::uint64_t{in.batch} * in.channels, std::uint64_t{height} * width, elements) ||
-      !multiply(elements, element_size(params.output_type), shape.output_bytes)) {
-    return invalid("output size overflows");
-  }
+  shape.input_bytes = pitches.span;
+  const auto elements =
+      detail::checked_mul(std::uint64_t{in.batch} * in.channels, std::uint64_t{height} * width);
+  const auto output_bytes =
+      elements ? detail::checked_mul(*elements, element_size(params.output_type)) : std::nullopt;
+  if (!output_bytes) return invalid("output size overflows 64 bits");
+  shape.output_bytes = *output_bytes;
   return shape;
 }
 
@@ -163,17 +187,19 @@ Result<NormalizeFactors> normalize_factors(const NormalizeParams& params) {
     const std::string channel = "channel " + std::to_string(c);
     if (!std::isfinite(std_dev) || std_dev == 0.0) {
       return invalid("std of " + channel + " must be finite and non-zero (got " +
-                     std::to_string(std_dev) + ")");
+                     detail::describe_number(std_dev) + ")");
     }
     if (!std::isfinite(mean)) {
-      return invalid("mean of " + channel + " must be finite (got " + std::to_string(mean) + ")");
+      return invalid("mean of " + channel + " must be finite (got " +
+                     detail::describe_number(mean) + ")");
     }
     const double scale = 1.0 / std_dev;
     const double bias = -mean / std_dev;
     const double max_float = std::numeric_limits<float>::max();
     if (!(std::fabs(scale) <= max_float) || !(std::fabs(bias) <= max_float)) {
       return invalid("1/std or mean/std of " + channel + " overflows float (std " +
-                     std::to_string(std_dev) + ", mean " + std::to_string(mean) + ")");
+                     detail::describe_number(std_dev) + ", mean " +
+                     detail::describe_number(mean) + ")");
     }
     factors.scale[c] = static_cast<float>(scale);
     factors.bias[c] = static_cast<float>(bias);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/faults.hpp"
 #include "core/state.hpp"
 #include "ferry/queue.hpp"
 
@@ -35,17 +36,6 @@ std::size_t CommandList::size() const noexcept { return commands_ ? commands_->s
 
 namespace {
 
-std::string range_text(std::uint64_t offset, std::uint64_t size) {
-  std::string text = "[";
-  text += std::to_string(offset);
-  text += ", ";
-  text += std::to_string(offset);
-  text += " + ";
-  text += std::to_string(size);
-  text += ")";
-  return text;
-}
-
 // Checks that `ref` is live and that [offset, offset + size) lies inside it.
 Status check_range(const BufferRef& ref, const char* call, const char* role,
                    std::uint64_t offset, std::uint64_t size) {
@@ -53,17 +43,26 @@ Status check_range(const BufferRef& ref, const char* call, const char* role,
     return Status(ErrorCode::released, std::string(call) + ": the " + role + " " + ref.what +
                                            " was released or moved from");
   }
-  if (offset > ref.size || size > ref.size - offset) {
+  if (!detail::range_within(offset, size, ref.size)) {
     return Status(ErrorCode::out_of_range, std::string(call) + ": " + role + " range " +
-                                               range_text(offset, size) + " is outside the " +
-                                               std::to_string(ref.size) + "-byte " + ref.what);
+                                               detail::describe_range(offset, size) +
+                                               " is outside the " + std::to_string(ref.size) +
+                                               "-byte " + ref.what);
   }
   return Status();
 }
 
 Status check_open(detail::DeviceCore& device, const char* call) {
   std::lock_guard lock(device.mutex);
-  return device.closed ? device.closed_error(call) : Status();
+  return device.closing ? device.closed_error(call) : Status();
+}
+
+// Asks the backend, at record time, whether it can run the command on this device.
+Status check_with_backend(const detail::DeviceCore& device, const backend::Command& command,
+                          const char* call) {
+  Status status = device.impl->check_command(command);
+  if (!status.ok()) status.with_context(call);
+  return status;
 }
 
 }  // namespace
@@ -87,8 +86,9 @@ Status CommandList::copy(const BufferRef& src, std::uint64_t src_offset, const B
   const std::uint64_t dst_abs = dst.base + dst_offset;
   if (src.buffer == dst.buffer && src_abs < dst_abs + size && dst_abs < src_abs + size) {
     return Status(ErrorCode::invalid_argument,
-                  "CommandList::copy: source " + range_text(src_abs, size) + " and destination " +
-                      range_text(dst_abs, size) + " overlap in the same buffer");
+                  "CommandList::copy: source " + detail::describe_range(src_abs, size) +
+                      " and destination " + detail::describe_range(dst_abs, size) +
+                      " overlap in the same buffer");
   }
   device_ = src.buffer->device;
   RecordedCommand recorded;
@@ -111,9 +111,11 @@ Status CommandList::fill(const BufferRef& dst, std::uint64_t offset, std::uint64
                   "CommandList::fill: the list already holds commands for another device");
   }
   FERRY_RETURN_IF_ERROR(check_open(*dst.buffer->device, kCall));
+  const backend::FillCommand command{dst.buffer->impl.get(), dst.base + offset, size, pattern};
+  FERRY_RETURN_IF_ERROR(check_with_backend(*dst.buffer->device, command, kCall));
   device_ = dst.buffer->device;
   RecordedCommand recorded;
-  recorded.command = backend::FillCommand{dst.buffer->impl.get(), dst.base + offset, size, pattern};
+  recorded.command = command;
   recorded.buffers = {dst.buffer, nullptr};
   recorded.leases = {dst.lease, nullptr};
   recorded.needs_compute = true;
@@ -155,8 +157,9 @@ Status CommandList::normalize(const BufferRef& src, std::uint64_t src_offset,
   if (src.buffer == dst.buffer && src_abs < dst_abs + shape->output_bytes &&
       dst_abs < src_abs + shape->input_bytes) {
     return Status(ErrorCode::invalid_argument,
-                  std::string(kCall) + ": source " + range_text(src_abs, shape->input_bytes) +
-                      " and destination " + range_text(dst_abs, shape->output_bytes) +
+                  std::string(kCall) + ": source " +
+                      detail::describe_range(src_abs, shape->input_bytes) + " and destination " +
+                      detail::describe_range(dst_abs, shape->output_bytes) +
                       " overlap in the same buffer");
   }
 
@@ -180,6 +183,7 @@ Status CommandList::normalize(const BufferRef& src, std::uint64_t src_offset,
   command.scale = factors->scale;
   command.bias = factors->bias;
 
+  FERRY_RETURN_IF_ERROR(check_with_backend(*src.buffer->device, command, kCall));
   device_ = src.buffer->device;
   RecordedCommand recorded;
   recorded.command = command;
@@ -195,26 +199,27 @@ Status CommandList::normalize(const BufferRef& src, std::uint64_t src_offset,
 
 namespace detail {
 
-void fail_timeline(TimelineState& timeline, std::uint64_t value, const Status& status) {
-  if (!timeline.failed_at || value < *timeline.failed_at) {
-    timeline.failed_at = value;
-    timeline.failure = status;
-  }
-}
-
-void fail_unsent_signal(TimelineState& timeline, std::uint64_t value, const Status& status) {
-  // Never below what accepted submissions already promised: those still complete normally.
-  fail_timeline(timeline, std::max(value, timeline.promised + 1), status);
+void TimelineState::fail_range(std::uint64_t floor, std::uint64_t value, const Status& status) {
+  if (value <= floor) return;
+  // Ranges are disjoint by construction (each accepted signal moves `promised` up); an
+  // overlapping one can only come from the same values failing twice: keep the first reason.
+  const auto next = failed.lower_bound(floor + 1);
+  if (next != failed.end() && next->second.first <= value) return;
+  failed.emplace(value, FailedRange{floor + 1, status});
+  last_failure = status;
 }
 
 void fail_points(const std::vector<TimelinePoint>& points, const Status& status) {
   for (const auto& point : points) {
     if (!point.timeline) continue;
     auto& state = *point.timeline.state();
-    std::shared_ptr<DeviceState> runtime;
+    std::shared_ptr<DeviceState> runtime;  // released after the lock: it may be the last
     {
       std::lock_guard lock(state.device->mutex);
-      fail_unsent_signal(state, point.value, status);
+      // Only values nothing accepted has promised: those belong to other work.
+      if (point.value <= state.promised) continue;
+      state.fail_range(state.promised, point.value, status);
+      state.promised = point.value;
       runtime = state.device->runtime.lock();
       if (runtime) runtime->flush_held();
     }
@@ -230,47 +235,73 @@ bool ready(const Submission& submission) {
   });
 }
 
+// The failure of a wait on a value that will never be reached; ok when none of them is.
+Status failed_wait(const Submission& submission) {
+  for (const auto& w : submission.waits) {
+    const auto& state = *w.timeline.state();
+    if (const Status* failure = state.failure_of(w.value)) {
+      return Status(ErrorCode::timeline_failed, "waited for value " + std::to_string(w.value) +
+                                                    " of a " + state.label +
+                                                    " that will never be reached: " +
+                                                    failure->message());
+    }
+  }
+  return Status();
+}
+
+std::string queue_name(QueueKind kind) { return std::string(to_string(kind)) + " queue"; }
+
 }  // namespace
 
 Status DeviceState::dispatch(QueueState& queue, Submission&& submission) {
   const std::uint64_t progress_value = submission.progress_value;
-  std::vector<backend::TimelineValue> signals;
-  signals.reserve(submission.signals.size() + 1);
-  std::vector<backend::TimelineValue> waits;
-  std::vector<backend::Command> commands;
-
   if (submission.failure.ok()) {
+    std::vector<backend::TimelineValue> waits;
+    waits.reserve(submission.waits.size());
     for (const auto& w : submission.waits) waits.push_back({w.timeline.state()->impl.get(), w.value});
+    std::vector<backend::TimelineValue> signals;
+    signals.reserve(submission.signals.size() + 1);
     for (const auto& s : submission.signals) signals.push_back({s.timeline.state()->impl.get(), s.value});
+    signals.push_back({queue.progress->impl.get(), progress_value});
+    std::vector<backend::Command> commands;
     commands.reserve(submission.commands.size());
     for (const auto& c : submission.commands) commands.push_back(c.command);
-  } else {
-    // A held-back submission whose wait failed: run nothing, fail its signals, but still advance
-    // the queue's progress so the queue keeps its order and later work is not stuck behind it.
-    for (const auto& s : submission.signals) {
-      fail_timeline(*s.timeline.state(), s.value, submission.failure);
-    }
-    submission.commands.clear();
-    submission.signals.clear();
-  }
-  signals.push_back({queue.progress->impl.get(), progress_value});
 
-  backend::Submission native{commands, waits, signals};
-  Status status = core->impl->submit(queue.kind, native);
-  if (!status.ok()) {
-    status.with_context(std::string("submit to the ") + std::string(to_string(queue.kind)) +
-                        " queue");
-    for (const auto& s : submission.signals) fail_timeline(*s.timeline.state(), s.value, status);
-    fail_timeline(*queue.progress, progress_value, status);
-    return status;
+    Status status = injected_fault(FaultSite::submit, "submit to the " + queue_name(queue.kind));
+    if (status.ok()) status = core->impl->submit(queue.kind, {commands, waits, signals});
+    if (status.ok()) {
+      for (const auto& s : submission.signals) {
+        auto& state = *s.timeline.state();
+        state.submitted = std::max(state.submitted, s.value);
+      }
+      queue.progress->submitted = progress_value;
+      queue.in_flight.push_back(std::move(submission));
+      return Status();
+    }
+    status.with_context("submit to the " + queue_name(queue.kind));
+    submission.failure = std::move(status);
   }
-  for (const auto& s : submission.signals) {
-    auto& state = *s.timeline.state();
-    state.submitted = std::max(state.submitted, s.value);
+
+  // Failed: its own signals and progress value will never be reached; nothing else is touched.
+  for (std::size_t i = 0; i < submission.signals.size(); ++i) {
+    submission.signals[i].timeline.state()->fail_range(submission.signal_floors[i],
+                                                       submission.signals[i].value,
+                                                       submission.failure);
   }
-  queue.progress->submitted = progress_value;
+  queue.progress->fail_range(progress_value - 1, progress_value, submission.failure);
+  // The queue's progress still passes this value, behind whatever of the submission may have
+  // run (CUDA cannot take back work already enqueued): an empty submission signals it, so the
+  // submission's memory is kept until then and later work retires in order. Not subject to
+  // fault injection: it is ferry's own recovery.
+  const backend::TimelineValue fence_signal{queue.progress->impl.get(), progress_value};
+  const Status fenced = core->impl->submit(queue.kind, {{}, {}, {&fence_signal, 1}});
+  submission.fenced = fenced.ok();
+  if (submission.fenced) queue.progress->submitted = progress_value;
+  submission.signals.clear();
+  submission.waits.clear();
+  Status failure = submission.failure;
   queue.in_flight.push_back(std::move(submission));
-  return Status();
+  return failure;
 }
 
 void DeviceState::flush_held() {
@@ -280,53 +311,40 @@ void DeviceState::flush_held() {
     for (auto& queue : queues) {
       while (!queue.held.empty()) {
         Submission& head = queue.held.front();
-        if (head.failure.ok()) {
-          for (const auto& w : head.waits) {
-            const auto& state = *w.timeline.state();
-            if (state.submitted < w.value && state.fails(w.value)) {
-              head.failure = Status(ErrorCode::timeline_failed,
-                                    "waited for value " + std::to_string(w.value) +
-                                        " of a failed " + state.label + ": " +
-                                        state.failure.message());
-              break;
-            }
-          }
-        }
+        if (head.failure.ok()) head.failure = failed_wait(head);
         if (head.failure.ok() && !ready(head)) break;
         Submission next = std::move(head);
         queue.held.pop_front();
-        (void)dispatch(queue, std::move(next));  // a failure is recorded on its timelines
+        (void)dispatch(queue, std::move(next));  // a failure is recorded on its own timelines
         progressed = true;
       }
     }
   }
 }
 
-Status DeviceState::accept(QueueState& queue, Submission&& submission) {
-  if (queue.progress->failed_at) {
-    return Status(ErrorCode::timeline_failed,
-                  std::string("the ") + std::string(to_string(queue.kind)) +
-                      " queue failed earlier and accepts no more work: " +
-                      queue.progress->failure.message());
+void DeviceState::fail_held(const Status& status) {
+  for (auto& queue : queues) {
+    for (auto& held : queue.held) {
+      if (held.failure.ok()) held.failure = status;
+    }
   }
+  flush_held();  // dispatches them as failed submissions
+}
+
+Status DeviceState::accept(QueueState& queue, Submission&& submission) {
+  // Argument checks first: a rejected submission leaves every timeline as it was.
   for (const auto& c : submission.commands) {
     if (c.needs_compute && queue.kind != QueueKind::compute) {
       return Status(ErrorCode::invalid_argument,
                     std::string("Queue::submit: ") + c.name + " runs on the compute queue, not the " +
-                        std::string(to_string(queue.kind)) + " queue");
+                        queue_name(queue.kind));
     }
   }
   for (const auto& w : submission.waits) {
     if (!w.timeline) return Status(ErrorCode::invalid_argument, "Queue::submit: a wait names no timeline");
-    const auto& state = *w.timeline.state();
-    if (state.device != core) {
+    if (w.timeline.state()->device != core) {
       return Status(ErrorCode::invalid_argument,
                     "Queue::submit: a wait names a timeline of another device");
-    }
-    if (state.submitted < w.value && state.fails(w.value)) {
-      return Status(ErrorCode::timeline_failed,
-                    "Queue::submit: waits for value " + std::to_string(w.value) +
-                        " of a failed timeline: " + state.failure.message());
     }
   }
   for (std::size_t i = 0; i < submission.signals.size(); ++i) {
@@ -336,10 +354,6 @@ Status DeviceState::accept(QueueState& queue, Submission&& submission) {
     if (state.device != core) {
       return Status(ErrorCode::invalid_argument,
                     "Queue::submit: a signal names a timeline of another device");
-    }
-    if (state.failed_at) {
-      return Status(ErrorCode::timeline_failed,
-                    "Queue::submit: signals a failed timeline: " + state.failure.message());
     }
     if (s.value <= state.promised) {
       return Status(ErrorCode::invalid_argument,
@@ -354,10 +368,19 @@ Status DeviceState::accept(QueueState& queue, Submission&& submission) {
       }
     }
   }
+  // A wait on a value that will never be reached: the submission could never run.
+  if (Status failed = failed_wait(submission); !failed.ok()) {
+    return Status(ErrorCode::timeline_failed, "Queue::submit: " + failed.message());
+  }
 
   submission.progress_value = queue.next_progress++;
   queue.progress->promised = submission.progress_value;
-  for (const auto& s : submission.signals) s.timeline.state()->promised = s.value;
+  submission.signal_floors.reserve(submission.signals.size());
+  for (const auto& s : submission.signals) {
+    auto& state = *s.timeline.state();
+    submission.signal_floors.push_back(state.promised);
+    state.promised = s.value;
+  }
   Status dispatched;
   if (!queue.held.empty() || !ready(submission)) {
     queue.held.push_back(std::move(submission));
@@ -390,6 +413,8 @@ std::optional<TimelinePoint> DeviceState::oldest_using(const PoolState* pool) {
   std::lock_guard lock(core->mutex);
   for (auto& queue : queues) {
     for (const auto& submission : queue.in_flight) {
+      // Without a fence its progress value is reached only by later work: nothing to wait for.
+      if (!submission.fenced) continue;
       for (const auto& c : submission.commands) {
         for (const auto& lease : c.leases) {
           if (lease && lease->pool.get() == pool) {
@@ -400,6 +425,39 @@ std::optional<TimelinePoint> DeviceState::oldest_using(const PoolState* pool) {
     }
   }
   return std::nullopt;
+}
+
+Status DeviceState::wait_queue_idle(QueueState& queue, const Deadline& deadline,
+                                    bool stop_at_close) {
+  std::uint64_t handed_over = 0;
+  {
+    // Until every submission accepted so far has left the held-back list: handed to the backend,
+    // or failed. Submissions on a queue leave it in order.
+    std::unique_lock lock(core->mutex);
+    const std::uint64_t last = queue.next_progress - 1;
+    auto settled = [&] {
+      return (stop_at_close && core->closed) || queue.held.empty() ||
+             queue.held.front().progress_value > last;
+    };
+    if (!deadline.wait(core->changed, lock, settled)) {
+      return Status(ErrorCode::timeout,
+                    "the " + queue_name(queue.kind) + " still holds back " +
+                        std::to_string(queue.held.size()) +
+                        " submission(s) waiting for timeline values nobody has submitted");
+    }
+    if (stop_at_close && core->closed) return core->closed_error("waiting for the queue");
+    handed_over = std::min(last, queue.progress->submitted);
+  }
+  // Queue order: once the last value handed over is reached, everything before it is done.
+  if (handed_over > 0) {
+    Status status = queue.progress->impl->host_wait(handed_over, deadline.remaining());
+    if (status.code() == ErrorCode::timeout) {
+      return Status(ErrorCode::timeout, "the " + queue_name(queue.kind) +
+                                            " did not finish its work within the timeout");
+    }
+    FERRY_RETURN_IF_ERROR(status);
+  }
+  return Status();
 }
 
 }  // namespace detail
@@ -423,22 +481,16 @@ Result<TimelinePoint> Queue::submit(CommandList&& commands, const SubmitSync& sy
   {
     std::lock_guard lock(core.mutex);
     device_->collect_completed(completed);
-    if (core.closed) {
+    if (core.closing) {
       status = core.closed_error("Queue::submit");
     } else if (list_device && list_device != device_->core) {
       status = Status(ErrorCode::invalid_argument,
                       "Queue::submit: the command list records commands of another device");
     } else {
+      // An error here is either a rejection (nothing changed) or a submission that was accepted
+      // and then refused by the backend (its own signals failed, nothing else).
       status = device_->accept(queue, std::move(submission));
       progress_value = queue.next_progress - 1;
-    }
-    if (!status.ok()) {
-      // Nothing was submitted; whoever waits for these signals must not hang.
-      for (const auto& s : sync.signal) {
-        if (!s.timeline || s.timeline.state()->device != device_->core) continue;
-        detail::fail_unsent_signal(*s.timeline.state(), s.value, status);
-      }
-      device_->flush_held();
     }
   }
   core.changed.notify_all();
@@ -453,13 +505,13 @@ Timeline Queue::progress() const {
 
 Status Queue::wait_idle(Timeout timeout) const {
   if (!device_) return Status(ErrorCode::released, "Queue::wait_idle: no device");
-  std::uint64_t last = 0;
   {
     std::lock_guard lock(device_->core->mutex);
     if (device_->core->closed) return device_->core->closed_error("Queue::wait_idle");
-    last = device_->queue(kind_).next_progress - 1;
   }
-  if (last > 0) FERRY_RETURN_IF_ERROR(progress().wait(last, timeout));
+  Status status =
+      device_->wait_queue_idle(device_->queue(kind_), detail::Deadline(timeout), true);
+  if (!status.ok()) return status.with_context("Queue::wait_idle");
   device_->retire();
   return Status();
 }

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/faults.hpp"
 #include "core/state.hpp"
 #include "ferry/device.hpp"
 #include "ferry/staging_pool.hpp"
@@ -11,18 +12,25 @@ namespace detail {
 
 namespace {
 
-std::uint64_t round_up(std::uint64_t value, std::uint64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
-
-// First fit within one slab; returns the offset or nothing.
-std::optional<std::uint64_t> carve(Slab& slab, std::uint64_t size) {
+// First fit within one slab; returns the offset or nothing. `spare` receives the map node of a
+// free range used up whole, or a new node otherwise, for the lease to give its range back with.
+std::optional<std::uint64_t> carve(Slab& slab, std::uint64_t size, FreeRanges::node_type& spare) {
   for (auto it = slab.free_ranges.begin(); it != slab.free_ranges.end(); ++it) {
     if (it->second < size) continue;
     const std::uint64_t offset = it->first;
     const std::uint64_t left = it->second - size;
-    slab.free_ranges.erase(it);
-    if (left > 0) slab.free_ranges.emplace(offset + size, left);
+    if (left == 0) {
+      spare = slab.free_ranges.extract(it);
+    } else {
+      // Allocate the lease's node before changing anything, so a failure changes nothing.
+      FreeRanges scratch;
+      scratch.emplace(0, 0);
+      spare = scratch.extract(scratch.begin());
+      auto node = slab.free_ranges.extract(it);
+      node.key() = offset + size;
+      node.mapped() = left;
+      slab.free_ranges.insert(std::move(node));
+    }
     slab.used += size;
     return offset;
   }
@@ -32,14 +40,16 @@ std::optional<std::uint64_t> carve(Slab& slab, std::uint64_t size) {
 }  // namespace
 
 LeaseState::~LeaseState() {
-  if (pool) pool->give_back(slab, offset, reserved);
+  if (pool) pool->give_back(slab, offset, reserved, std::move(spare));
 }
 
-void PoolState::give_back(Slab* slab, std::uint64_t offset, std::uint64_t size) {
+void PoolState::give_back(Slab* slab, std::uint64_t offset, std::uint64_t size,
+                          FreeRanges::node_type&& node) noexcept {
   {
     std::lock_guard lock(mutex);
-    auto [it, inserted] = slab->free_ranges.emplace(offset, size);
-    (void)inserted;
+    node.key() = offset;
+    node.mapped() = size;
+    const auto it = slab->free_ranges.insert(std::move(node)).position;
     // Coalesce with the following and the preceding free range.
     if (auto next = std::next(it); next != slab->free_ranges.end() && it->first + it->second == next->first) {
       it->second += next->second;
@@ -63,7 +73,9 @@ static Result<Slab*> add_slab(PoolState& pool) {
   if (pool.slabs.size() >= pool.options.max_slabs) {
     return Status(ErrorCode::resource_exhausted, "staging pool is at its slab limit");
   }
-  auto buffer = pool.device->impl->create_buffer(pool.options.slab_bytes, pool.options.kind);
+  auto buffer = allocate_unless_injected("allocating a staging-pool slab", [&] {
+    return pool.device->impl->create_buffer(pool.options.slab_bytes, pool.options.kind);
+  });
   if (!buffer.ok()) {
     Status status = buffer.status();
     status.with_context("StagingPool: allocating a slab of " +
@@ -91,9 +103,10 @@ namespace {
 Result<Lease> allocate_locked(const std::shared_ptr<detail::PoolState>& pool, std::uint64_t size,
                               std::uint64_t reserved) {
   detail::Slab* slab = nullptr;
+  detail::FreeRanges::node_type spare;
   std::optional<std::uint64_t> offset;
   for (auto& candidate : pool->slabs) {
-    if ((offset = detail::carve(*candidate, reserved))) {
+    if ((offset = detail::carve(*candidate, reserved, spare))) {
       slab = candidate.get();
       break;
     }
@@ -102,7 +115,7 @@ Result<Lease> allocate_locked(const std::shared_ptr<detail::PoolState>& pool, st
     auto added = detail::add_slab(*pool);
     if (!added.ok()) return added.status();
     slab = *added;
-    offset = detail::carve(*slab, reserved);
+    offset = detail::carve(*slab, reserved, spare);
   }
   auto lease = std::make_shared<detail::LeaseState>();
   lease->pool = pool;
@@ -111,6 +124,7 @@ Result<Lease> allocate_locked(const std::shared_ptr<detail::PoolState>& pool, st
   lease->offset = *offset;
   lease->size = size;
   lease->reserved = reserved;
+  lease->spare = std::move(spare);
   pool->stats.bytes_in_use += reserved;
   pool->stats.high_water_bytes = std::max(pool->stats.high_water_bytes, pool->stats.bytes_in_use);
   return Lease(std::move(lease));
@@ -125,7 +139,7 @@ Status validate_request(const detail::PoolState& pool, std::uint64_t size, const
                       detail::describe_bytes(pool.options.slab_bytes) + " each");
   }
   std::lock_guard lock(pool.device->mutex);
-  if (pool.device->closed) return pool.device->closed_error(call);
+  if (pool.device->closing) return pool.device->closed_error(call);
   return Status();
 }
 
@@ -152,16 +166,25 @@ Result<StagingPool> Device::create_staging_pool(const StagingPoolOptions& option
                       std::to_string(options.max_slabs) + ", " +
                       std::to_string(options.reserved_slabs) + ")");
   }
+  const auto slab_bytes = detail::checked_round_up(options.slab_bytes, kStagingAlignment);
+  const auto capacity =
+      slab_bytes ? detail::checked_mul(*slab_bytes, options.max_slabs) : std::nullopt;
+  if (!capacity) {
+    return Status(ErrorCode::out_of_range,
+                  "Device::create_staging_pool: slab_bytes " + std::to_string(options.slab_bytes) +
+                      " (rounded to " + std::to_string(kStagingAlignment) + " bytes) x max_slabs " +
+                      std::to_string(options.max_slabs) + " does not fit 64 bits");
+  }
   {
     std::lock_guard lock(state_->core->mutex);
-    if (state_->core->closed) return state_->core->closed_error("Device::create_staging_pool");
+    if (state_->core->closing) return state_->core->closed_error("Device::create_staging_pool");
   }
   auto pool = std::make_shared<detail::PoolState>();
   pool->device = state_->core;
   pool->runtime = state_;
   pool->options = options;
-  pool->options.slab_bytes = detail::round_up(options.slab_bytes, kStagingAlignment);
-  pool->stats.capacity_bytes = pool->options.slab_bytes * pool->options.max_slabs;
+  pool->options.slab_bytes = *slab_bytes;
+  pool->stats.capacity_bytes = *capacity;
   {
     std::lock_guard lock(pool->mutex);
     for (std::uint32_t i = 0; i < options.reserved_slabs; ++i) {
@@ -175,7 +198,8 @@ Result<StagingPool> Device::create_staging_pool(const StagingPoolOptions& option
 Result<Lease> StagingPool::try_acquire(std::uint64_t size) const {
   if (!state_) return Status(ErrorCode::released, "StagingPool::try_acquire: no pool");
   FERRY_RETURN_IF_ERROR(validate_request(*state_, size, "StagingPool::try_acquire"));
-  const std::uint64_t reserved = detail::round_up(size, kStagingAlignment);
+  // Cannot overflow: size <= slab_bytes, itself a multiple of the alignment.
+  const std::uint64_t reserved = *detail::checked_round_up(size, kStagingAlignment);
   if (auto runtime = state_->runtime.lock()) runtime->retire();
   std::lock_guard lock(state_->mutex);
   ++state_->stats.acquires;
@@ -187,7 +211,7 @@ Result<Lease> StagingPool::try_acquire(std::uint64_t size) const {
 Result<Lease> StagingPool::acquire(std::uint64_t size, Timeout timeout) const {
   if (!state_) return Status(ErrorCode::released, "StagingPool::acquire: no pool");
   FERRY_RETURN_IF_ERROR(validate_request(*state_, size, "StagingPool::acquire"));
-  const std::uint64_t reserved = detail::round_up(size, kStagingAlignment);
+  const std::uint64_t reserved = *detail::checked_round_up(size, kStagingAlignment);
   const detail::Deadline deadline(timeout);
   bool counted_wait = false;
   {
@@ -214,13 +238,17 @@ Result<Lease> StagingPool::acquire(std::uint64_t size, Timeout timeout) const {
     }
     {
       std::lock_guard lock(state_->device->mutex);
-      if (state_->device->closed) return state_->device->closed_error("StagingPool::acquire");
+      if (state_->device->closing) return state_->device->closed_error("StagingPool::acquire");
     }
     constexpr Timeout kSlice = std::chrono::milliseconds(2);
     if (oldest) {
-      // In flight, so it completes: wait for it whole (an unbounded wait lets the backend block
-      // in the driver instead of polling).
-      (void)oldest->wait(deadline.remaining());
+      // Handed to the backend (a failed submission too: its progress value was still signalled
+      // behind it), so it completes: wait for it whole in the backend, which blocks in the
+      // driver instead of polling. This is ferry's own wait, so fault injection leaves it alone.
+      Status waited = oldest->timeline.state()->impl->host_wait(oldest->value, deadline.remaining());
+      if (!waited.ok() && waited.code() != ErrorCode::timeout) {
+        return waited.with_context("StagingPool::acquire: waiting for a submission using a lease");
+      }
     } else {
       // Leases held by the host (or by held-back submissions) come back without a device
       // signal; a short slice also notices held-back work that was released meanwhile.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "core/deadline.hpp"
 #include "ferry/device.hpp"
 #include "ferry/queue.hpp"
 #include "ferry/staging_pool.hpp"
@@ -33,16 +34,28 @@ struct DeviceCore {
   std::unique_ptr<backend::BackendDevice> impl;
   DeviceInfo info;
 
-  // Guards all submission bookkeeping: timelines' promised/submitted/failure, every queue's
-  // held-back and in-flight lists, and `closed`. Backend submit() runs under it.
+  // Guards all submission bookkeeping: timelines' promised/submitted/failed, every queue's
+  // held-back and in-flight lists, `closing` and `closed`. Backend submit() runs under it.
   std::mutex mutex;
-  // Notified whenever a timeline's submitted value or failure changes.
+  // Notified whenever a timeline's submitted value or failures change, a held-back submission
+  // leaves its queue, or the device starts or ends closing.
   std::condition_variable changed;
+  // Device::close() has begun: no new work (submissions, host signals, objects) is accepted, and
+  // held-back submissions were failed. Work in flight still completes and can be waited for.
+  bool closing = false;
+  // Device::close() has ended: every later call on the device or its objects fails.
   bool closed = false;
   // Lets a host signal flush held-back submissions; expired once no Device/Queue handle is left.
   std::weak_ptr<DeviceState> runtime;
 
   Status closed_error(const char* call) const;
+};
+
+// Values of a timeline that will never be reached: the range a failed submission (or a failed
+// chunked transfer) would have moved the timeline through.
+struct FailedRange {
+  std::uint64_t first = 0;  // the range is [first, last]; `last` is its key in the map
+  Status status;
 };
 
 struct TimelineState {
@@ -53,10 +66,17 @@ struct TimelineState {
   // Guarded by device->mutex.
   std::uint64_t promised = 0;   // highest value an accepted submission or host signal will set
   std::uint64_t submitted = 0;  // highest value handed to the backend (or host-signalled)
-  std::optional<std::uint64_t> failed_at;  // lowest value that will never be signalled
-  Status failure;
+  std::map<std::uint64_t, FailedRange> failed;  // by last value; disjoint, below `promised`
+  Status last_failure;                          // the most recent one, for Timeline::failure()
 
-  bool fails(std::uint64_t value) const { return failed_at && value >= *failed_at; }
+  // The failure of `value`, or nullptr when it is not in a failed range.
+  const Status* failure_of(std::uint64_t value) const {
+    if (failed.empty()) return nullptr;
+    const auto it = failed.lower_bound(value);
+    return it != failed.end() && it->second.first <= value ? &it->second.status : nullptr;
+  }
+  // Records that the values in (floor, value] will never be reached.
+  void fail_range(std::uint64_t floor, std::uint64_t value, const Status& status);
 };
 
 struct BufferState {
@@ -68,9 +88,12 @@ struct BufferState {
 
 struct PoolState;
 
+// Free byte ranges of a slab: offset -> size, coalesced.
+using FreeRanges = std::map<std::uint64_t, std::uint64_t>;
+
 struct Slab {
   std::shared_ptr<BufferState> buffer;
-  std::map<std::uint64_t, std::uint64_t> free_ranges;  // offset -> size, coalesced
+  FreeRanges free_ranges;
   std::uint64_t used = 0;
 };
 
@@ -81,6 +104,9 @@ struct LeaseState {
   std::uint64_t offset = 0;
   std::uint64_t size = 0;      // as requested
   std::uint64_t reserved = 0;  // rounded to kStagingAlignment
+  // A node for the slab's free-range map, allocated with the lease, so that giving the range
+  // back allocates nothing: it happens in destructors and in noexcept Lease::release().
+  FreeRanges::node_type spare;
 
   ~LeaseState();
 };
@@ -95,7 +121,9 @@ struct PoolState : std::enable_shared_from_this<PoolState> {
   std::vector<std::unique_ptr<Slab>> slabs;
   StagingPoolStats stats;
 
-  void give_back(Slab* slab, std::uint64_t offset, std::uint64_t size);
+  // Returns a lease's range to its slab; allocates nothing (`node` is reused) and never throws.
+  void give_back(Slab* slab, std::uint64_t offset, std::uint64_t size,
+                 FreeRanges::node_type&& node) noexcept;
 };
 
 // One recorded command with what it keeps alive.
@@ -111,8 +139,14 @@ struct Submission {
   std::vector<RecordedCommand> commands;
   std::vector<TimelinePoint> waits;
   std::vector<TimelinePoint> signals;
+  // For each signal, its timeline's promised value when this submission was accepted: if the
+  // submission fails, it fails (floor, value] of that timeline, and nothing else of it.
+  std::vector<std::uint64_t> signal_floors;
   std::uint64_t progress_value = 0;
-  Status failure;  // set when a wait's timeline failed while held back
+  Status failure;  // why it failed (a wait failed while held back, the backend refused it)
+  // A failed submission in flight: whether its progress value was still handed to the backend
+  // (an empty submission behind whatever of it may have run), so it retires in queue order.
+  bool fenced = true;
 };
 
 struct QueueState {
@@ -134,7 +168,11 @@ struct DeviceState {
   // All below with core->mutex held.
   Status accept(QueueState& queue, Submission&& submission);
   void flush_held();
+  // Hands a submission to the backend. One that fails (its own failure, or the backend's) fails
+  // its signals and its progress value only: the queue goes on with the next submission.
   Status dispatch(QueueState& queue, Submission&& submission);
+  // Fails every held-back submission with `status` (closing, or the last handle gone).
+  void fail_held(const Status& status);
 
   // Moves completed in-flight submissions to `done`, to be destroyed once the lock is released.
   void collect_completed(std::vector<Submission>& done);
@@ -143,36 +181,15 @@ struct DeviceState {
   void retire();
   // The progress point of the oldest in-flight submission holding a lease of `pool`, if any.
   std::optional<TimelinePoint> oldest_using(const PoolState* pool);
+  // Without the lock: waits until every submission accepted on `queue` up to now has completed
+  // or failed (ok either way: failures are reported to the work that failed). Errors: timeout,
+  // the backend's (device lost), device_closed when `stop_at_close` and the device closes.
+  Status wait_queue_idle(QueueState& queue, const Deadline& deadline, bool stop_at_close);
 };
 
-// Fails `timeline` from `value` on (core->mutex held). Held-back submissions waiting on it fail
-// at the next flush_held().
-void fail_timeline(TimelineState& timeline, std::uint64_t value, const Status& status);
-// Fails the signal of a submission that was never sent (core->mutex held), from `value` or, if
-// higher, just past what accepted submissions already promised.
-void fail_unsent_signal(TimelineState& timeline, std::uint64_t value, const Status& status);
-// Takes the lock; for callers outside submission (e.g. a chunked transfer that gave up).
+// Fails (floor, value] of each point's timeline that nothing accepted has promised yet (taking
+// the lock); for a composite operation, such as a chunked transfer, that gave up after part of
+// it was submitted: whoever waits for its signals gets the error instead of hanging.
 void fail_points(const std::vector<TimelinePoint>& points, const Status& status);
-
-// A timeout turned into a point in time, so several waits can share one budget.
-class Deadline {
- public:
-  explicit Deadline(Timeout timeout)
-      : infinite_(timeout == kInfinite),
-        at_(infinite_ ? std::chrono::steady_clock::time_point::max()
-                      : std::chrono::steady_clock::now() + timeout) {}
-  bool infinite() const { return infinite_; }
-  bool passed() const { return !infinite_ && std::chrono::steady_clock::now() >= at_; }
-  Timeout remaining() const {
-    if (infinite_) return kInfinite;
-    auto left = at_ - std::chrono::steady_clock::now();
-    return left.count() > 0 ? std::chrono::duration_cast<Timeout>(left) : Timeout(0);
-  }
-  std::chrono::steady_clock::time_point at() const { return at_; }
-
- private:
-  bool infinite_;
-  std::chrono::steady_clock::time_point at_;
-};
 
 }  // namespace ferry::detail

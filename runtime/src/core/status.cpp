@@ -82,7 +82,7 @@ std::string Status::to_string() const {
   return out;
 }
 
-Status& Status::with_context(std::string_view context) {
+Status& Status::with_context(std::string_view context) & {
   if (!ok()) {
     std::string prefixed(context);
     prefixed += ": ";

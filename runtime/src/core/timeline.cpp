@@ -1,7 +1,9 @@
 // Timeline: host-side contract on top of the backend's native timeline.
 #include <string>
 
+#include "core/faults.hpp"
 #include "core/state.hpp"
+#include "ferry/device.hpp"
 #include "ferry/timeline.hpp"
 
 namespace ferry {
@@ -18,10 +20,20 @@ std::uint64_t Timeline::submitted_value() const {
   return state_->promised;  // includes submissions ferry is holding back
 }
 
+std::uint64_t Timeline::handed_over_value() const {
+  if (!state_) return 0;
+  std::lock_guard lock(state_->device->mutex);
+  return state_->submitted;
+}
+
 Status Timeline::failure() const {
   if (!state_) return Status(ErrorCode::released, "Timeline::failure: no timeline");
   std::lock_guard lock(state_->device->mutex);
-  return state_->failure;
+  return state_->last_failure;
+}
+
+bool Timeline::belongs_to(const Device& device) const {
+  return state_ && device.state() && state_->device == device.state()->core;
 }
 
 Status Timeline::wait(std::uint64_t value, Timeout timeout) const {
@@ -29,33 +41,31 @@ Status Timeline::wait(std::uint64_t value, Timeout timeout) const {
   auto& core = *state_->device;
   const detail::Deadline deadline(timeout);
   {
-    // Phase 1: until a signal of `value` has been handed to the backend (or the host), or can
-    // never be. Waiting here rather than in the backend lets a failure wake us.
+    // Phase 1: until a signal of `value` has been handed to the backend (or the host), or never
+    // can be. Waiting here rather than in the backend lets a failure or a close wake us.
     std::unique_lock lock(core.mutex);
     if (core.closed) return core.closed_error("Timeline::wait");
     auto settled = [&] {
-      return core.closed || state_->submitted >= value || state_->fails(value);
+      return core.closed || state_->failure_of(value) != nullptr || state_->submitted >= value ||
+             (core.closing && value > state_->promised);
     };
-    if (deadline.infinite()) {
-      core.changed.wait(lock, settled);
-    } else if (!core.changed.wait_until(lock, deadline.at(), settled)) {
+    if (!deadline.wait(core.changed, lock, settled)) {
       return Status(ErrorCode::timeout,
                     "Timeline::wait: value " + std::to_string(value) + " of the " +
                         state_->label + " was not reached within the timeout (highest submitted: " +
-                        std::to_string(state_->submitted) + ")");
+                        std::to_string(state_->promised) + ")");
     }
-    if (state_->submitted < value) {
-      if (state_->fails(value)) {
-        Status failed(ErrorCode::timeline_failed, "Timeline::wait: value " + std::to_string(value) +
-                                                      " of the " + state_->label +
-                                                      " will never be reached: " +
-                                                      state_->failure.message());
-        return failed;
-      }
-      return core.closed_error("Timeline::wait");
+    if (const Status* failure = state_->failure_of(value)) {
+      return Status(ErrorCode::timeline_failed, "Timeline::wait: value " + std::to_string(value) +
+                                                    " of the " + state_->label +
+                                                    " will never be reached: " +
+                                                    failure->message());
     }
+    if (state_->submitted < value) return core.closed_error("Timeline::wait");
   }
   // Phase 2: the signal is on its way; wait for the device.
+  FERRY_RETURN_IF_ERROR(detail::injected_fault(
+      FaultSite::wait, "Timeline::wait for value " + std::to_string(value)));
   Status status = state_->impl->host_wait(value, deadline.remaining());
   if (status.code() == ErrorCode::timeout) {
     return Status(ErrorCode::timeout, "Timeline::wait: value " + std::to_string(value) + " of the " +
@@ -71,11 +81,7 @@ Status Timeline::signal(std::uint64_t value) const {
   std::shared_ptr<detail::DeviceState> runtime;  // released after the lock: it may be the last
   {
     std::lock_guard lock(core.mutex);
-    if (core.closed) return core.closed_error("Timeline::signal");
-    if (state_->failed_at) {
-      return Status(ErrorCode::timeline_failed,
-                    "Timeline::signal: the timeline failed: " + state_->failure.message());
-    }
+    if (core.closing) return core.closed_error("Timeline::signal");
     if (value <= state_->promised) {
       return Status(ErrorCode::invalid_argument,
                     "Timeline::signal: value " + std::to_string(value) + " must exceed " +

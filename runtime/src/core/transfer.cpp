@@ -40,19 +40,48 @@ Status validate(const Queue& queue, const StagingPool& pool, const BufferRef& de
 
 Plan plan(const StagingPool& pool, std::uint64_t bytes, const TransferOptions& options) {
   Plan p;
-  p.chunk = std::clamp<std::uint64_t>(options.chunk_bytes, kStagingAlignment, pool.options().slab_bytes);
+  // slab_bytes is a multiple of kStagingAlignment (> 0), so the clamp's bounds are ordered.
+  const std::uint64_t slab = std::max(pool.options().slab_bytes, kStagingAlignment);
+  p.chunk = std::clamp<std::uint64_t>(options.chunk_bytes, kStagingAlignment, slab);
   // At least kMinChunks chunks (of at least kMinChunk bytes) so the host memcpy of one overlaps
   // the DMA of another even for transfers of a few chunk sizes.
   constexpr std::uint64_t kMinChunks = 4;
   constexpr std::uint64_t kMinChunk = 2ull << 20;
-  const std::uint64_t spread = (bytes + kMinChunks - 1) / kMinChunks;
+  const std::uint64_t spread = detail::pieces_of(bytes, kMinChunks);
   if (spread < p.chunk) {
-    p.chunk = std::max(std::min(p.chunk, kMinChunk), (spread + kStagingAlignment - 1) / kStagingAlignment * kStagingAlignment);
+    p.chunk = std::max(std::min(p.chunk, kMinChunk),
+                       detail::pieces_of(spread, kStagingAlignment) * kStagingAlignment);
   }
-  p.count = (bytes + p.chunk - 1) / p.chunk;
+  p.count = detail::pieces_of(bytes, p.chunk);
   const unsigned available = detail::host_worker_count() + 1;
   p.threads = options.host_threads == 0 ? available : std::min(options.host_threads, available);
   return p;
+}
+
+// The caller's waits and signals, checked before anything is submitted, so that an argument
+// error leaves every timeline as it was (as Queue::submit does).
+Status validate_sync(const Queue& queue, const SubmitSync& sync, const char* call) {
+  for (const TimelinePoint& point : sync.wait) {
+    if (!point.timeline) return Status(ErrorCode::invalid_argument, std::string(call) + ": a wait names no timeline");
+    if (point.timeline.state()->device != queue.state()->core) {
+      return Status(ErrorCode::invalid_argument,
+                    std::string(call) + ": a wait names a timeline of another device");
+    }
+  }
+  for (const TimelinePoint& point : sync.signal) {
+    if (!point.timeline) return Status(ErrorCode::invalid_argument, std::string(call) + ": a signal names no timeline");
+    if (point.timeline.state()->device != queue.state()->core) {
+      return Status(ErrorCode::invalid_argument,
+                    std::string(call) + ": a signal names a timeline of another device");
+    }
+    if (point.value <= point.timeline.submitted_value()) {
+      return Status(ErrorCode::invalid_argument,
+                    std::string(call) + ": signal value " + std::to_string(point.value) +
+                        " must exceed " + std::to_string(point.timeline.submitted_value()) +
+                        ", the highest value already submitted for that timeline");
+    }
+  }
+  return Status();
 }
 
 std::string chunk_context(const char* call, std::uint64_t index, std::uint64_t count) {
@@ -66,17 +95,14 @@ Result<TimelinePoint> upload(const Queue& queue, const StagingPool& pool,
                              std::uint64_t dst_offset, const SubmitSync& sync,
                              const TransferOptions& options) {
   static constexpr const char* kCall = "ferry::upload";
-  Status valid = validate(queue, pool, dst, src.size(), MemoryKind::host_upload, kCall);
-  if (valid.ok() && (dst_offset > dst.size || src.size() > dst.size - dst_offset)) {
-    valid = Status(ErrorCode::out_of_range, std::string(kCall) + ": destination range [" +
-                                                std::to_string(dst_offset) + ", +" +
-                                                std::to_string(src.size()) + ") is outside the " +
-                                                std::to_string(dst.size) + "-byte " + dst.what);
+  FERRY_RETURN_IF_ERROR(validate(queue, pool, dst, src.size(), MemoryKind::host_upload, kCall));
+  if (!detail::range_within(dst_offset, src.size(), dst.size)) {
+    return Status(ErrorCode::out_of_range, std::string(kCall) + ": destination range " +
+                                               detail::describe_range(dst_offset, src.size()) +
+                                               " is outside the " + std::to_string(dst.size) +
+                                               "-byte " + dst.what);
   }
-  if (!valid.ok()) {
-    detail::fail_points(sync.signal, valid);
-    return valid;
-  }
+  FERRY_RETURN_IF_ERROR(validate_sync(queue, sync, kCall));
   const Plan p = plan(pool, src.size(), options);
   TimelinePoint last;
   for (std::uint64_t i = 0; i < p.count; ++i) {
@@ -96,7 +122,9 @@ Result<TimelinePoint> upload(const Queue& queue, const StagingPool& pool,
     };
     if (Status status = step(); !status.ok()) {
       status.with_context(chunk_context(kCall, i, p.count));
-      if (!final_chunk) detail::fail_points(sync.signal, status);
+      // Once part of the transfer was submitted, whoever waits for its signals must learn that
+      // it failed; before that, nothing changed (the signals stay free to use).
+      if (i > 0) detail::fail_points(sync.signal, status);
       return status;
     }
   }
@@ -107,17 +135,14 @@ Status download(const Queue& queue, const StagingPool& pool, const BufferRef& sr
                 std::uint64_t src_offset, std::span<std::byte> dst, const SubmitSync& sync,
                 const TransferOptions& options) {
   static constexpr const char* kCall = "ferry::download";
-  Status valid = validate(queue, pool, src, dst.size(), MemoryKind::host_readback, kCall);
-  if (valid.ok() && (src_offset > src.size || dst.size() > src.size - src_offset)) {
-    valid = Status(ErrorCode::out_of_range, std::string(kCall) + ": source range [" +
-                                                std::to_string(src_offset) + ", +" +
-                                                std::to_string(dst.size()) + ") is outside the " +
-                                                std::to_string(src.size) + "-byte " + src.what);
+  FERRY_RETURN_IF_ERROR(validate(queue, pool, src, dst.size(), MemoryKind::host_readback, kCall));
+  if (!detail::range_within(src_offset, dst.size(), src.size)) {
+    return Status(ErrorCode::out_of_range, std::string(kCall) + ": source range " +
+                                               detail::describe_range(src_offset, dst.size()) +
+                                               " is outside the " + std::to_string(src.size) +
+                                               "-byte " + src.what);
   }
-  if (!valid.ok()) {
-    detail::fail_points(sync.signal, valid);
-    return valid;
-  }
+  FERRY_RETURN_IF_ERROR(validate_sync(queue, sync, kCall));
   const Plan p = plan(pool, dst.size(), options);
 
   struct InFlight {
@@ -163,7 +188,9 @@ Status download(const Queue& queue, const StagingPool& pool, const BufferRef& sr
     };
     if (Status status = step(); !status.ok()) {
       status.with_context(chunk_context(kCall, i, p.count));
-      if (!final_chunk) detail::fail_points(sync.signal, status);
+      // Once part of the transfer was submitted, whoever waits for its signals must learn that
+      // it failed; before that, nothing changed (the signals stay free to use).
+      if (i > 0) detail::fail_points(sync.signal, status);
       return status;
     }
   }

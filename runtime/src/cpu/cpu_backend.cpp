@@ -12,6 +12,8 @@
 #include <deque>
 #include <mutex>
 #include <new>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -54,11 +56,9 @@ class CpuTimeline final : public BackendTimeline {
     return Status();
   }
   Status host_wait(std::uint64_t value, Timeout timeout) override {
+    const detail::Deadline deadline(timeout);
     std::unique_lock lock(mutex_);
-    auto reached = [&] { return value_ >= value; };
-    if (timeout == kInfinite) {
-      reached_.wait(lock, reached);
-    } else if (!reached_.wait_for(lock, timeout, reached)) {
+    if (!deadline.wait(reached_, lock, [&] { return value_ >= value; })) {
       return Status(ErrorCode::timeout, "cpu timeline: value " + std::to_string(value) +
                                             " not reached (at " + std::to_string(value_) + ")");
     }
@@ -99,17 +99,26 @@ struct Job {
 
 class CpuQueue {
  public:
-  CpuQueue() : worker_([this] { run(); }) {}
+  CpuQueue() = default;
   ~CpuQueue() {
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
     }
     wake_.notify_all();
-    worker_.join();
+    if (worker_.joinable()) worker_.join();
   }
   CpuQueue(const CpuQueue&) = delete;
   CpuQueue& operator=(const CpuQueue&) = delete;
+
+  // Starts the queue's worker thread.
+  Status start(QueueKind kind) {
+    FERRY_ASSIGN_OR_RETURN(worker_,
+                           detail::start_thread("the cpu backend's " +
+                                                    std::string(to_string(kind)) + " queue",
+                                                [this] { run(); }));
+    return Status();
+  }
 
   void push(Job job) {
     {
@@ -156,7 +165,7 @@ class CpuQueue {
   std::condition_variable wake_;
   std::deque<Job> jobs_;
   bool stopping_ = false;
-  std::thread worker_;  // last: starts after the members it uses exist
+  std::thread worker_;
 };
 
 DeviceInfo cpu_device_info() {
@@ -184,12 +193,23 @@ class CpuDevice final : public BackendDevice {
 
   const DeviceInfo& info() const override { return info_; }
 
+  // Starts the queues' threads.
+  Status start() {
+    for (int q = 0; q < kQueueKindCount; ++q) {
+      FERRY_RETURN_IF_ERROR(queues_[q].start(static_cast<QueueKind>(q)));
+    }
+    return Status();
+  }
+
   Result<std::unique_ptr<BackendBuffer>> create_buffer(std::uint64_t size, MemoryKind kind) override {
-    const std::uint64_t rounded = (size + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    void* data = rounded <= SIZE_MAX ? std::aligned_alloc(kCpuAlignment, rounded) : nullptr;
+    // aligned_alloc needs a multiple of the alignment; a size within 255 bytes of 2^64 has none.
+    const std::optional<std::uint64_t> rounded = detail::checked_round_up(size, kCpuAlignment);
+    void* data = rounded && *rounded <= SIZE_MAX
+                     ? std::aligned_alloc(kCpuAlignment, static_cast<std::size_t>(*rounded))
+                     : nullptr;
     if (data == nullptr) {
       return Status(ErrorCode::out_of_memory,
-                    "cpu: allocating " + std::to_string(size) + " bytes failed");
+                    "cpu: allocating " + detail::describe_bytes(size) + " failed");
     }
     return std::unique_ptr<BackendBuffer>(new CpuBuffer(static_cast<std::byte*>(data), kind, true));
   }
@@ -223,7 +243,9 @@ class CpuDriver final : public Driver {
   ProbeResult probe() override { return {true, "", {cpu_device_info()}}; }
   Result<std::unique_ptr<BackendDevice>> open(int index, const DeviceOptions&) override {
     if (index != 0) return Status(ErrorCode::out_of_range, "cpu: only device 0 exists");
-    return std::unique_ptr<BackendDevice>(new CpuDevice());
+    auto device = std::make_unique<CpuDevice>();
+    FERRY_RETURN_IF_ERROR(device->start());  // on error its destructor stops what started
+    return std::unique_ptr<BackendDevice>(std::move(device));
   }
 };
 

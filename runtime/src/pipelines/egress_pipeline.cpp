@@ -1,16 +1,43 @@
 // EgressPipeline: downloads into pooled pinned leases, a bounded queue of chunks, host workers
-// running the consumer (see egress.hpp). Built on the public API only.
+// running the consumer (see egress.hpp). Built on the public API, plus core's helpers for
+// deadlines and starting threads.
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/checked.hpp"
+#include "core/deadline.hpp"
+#include "core/describe.hpp"
+#include "core/threads.hpp"
 #include "ferry/egress.hpp"
 
 namespace ferry {
+
+namespace {
+
+// The pipeline whose worker the current thread is (consumers run there), if any.
+thread_local const EgressPipeline::State* current_worker_of = nullptr;
+
+// How often a thread blocked inside the pipeline looks whether it is being closed.
+constexpr Timeout kCheckEvery = std::chrono::milliseconds(20);
+
+std::string current_exception_text() {
+  try {
+    throw;
+  } catch (const std::exception& error) {
+    return error.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+}  // namespace
 
 struct EgressPipeline::State {
   Device device;
@@ -38,11 +65,31 @@ struct EgressPipeline::State {
   std::uint32_t pending_steps = 0;
   bool closing = false;
   bool cancel = false;
+  // Set by the destructor: drop chunks whose downloads are still held back (never handed to the
+  // device), since nothing could deliver them once the pipeline is gone.
+  bool abandon_held_back = false;
   bool busy = false;  // in_order: a consumer call is running
   std::uint32_t pushing = 0;  // push() calls past their checks: workers wait for their chunks
   Status first_error;
   EgressStats stats;
   std::vector<std::thread> workers;
+  bool joining = false;  // a close() is joining the workers
+  bool joined = false;   // and has finished
+
+  ~State() {
+    // Joinable workers are left only when the last handle went on a worker thread (a consumer
+    // dropped the pipeline): the last worker to finish destroys the state.
+    for (std::thread& worker : workers) {
+      if (!worker.joinable()) continue;
+      if (worker.get_id() == std::this_thread::get_id()) {
+        worker.detach();
+      } else {
+        worker.join();
+      }
+    }
+  }
+
+  bool on_worker_thread() const { return current_worker_of == this; }
 
   bool stopped_by_error() const {
     return options.on_error == ConsumerErrorPolicy::stop && !first_error.ok();
@@ -61,7 +108,30 @@ struct EgressPipeline::State {
     if (first_error.ok()) first_error = status;
   }
 
+  Status call_consumer(const EgressChunk& chunk) {
+    try {
+      return consumer(chunk);
+    } catch (...) {
+      return Status(ErrorCode::internal, "the consumer threw: " + current_exception_text());
+    }
+  }
+
+  // Waits for a chunk's download. False when the chunk is to be dropped instead (cancelled, or
+  // held back while the pipeline is destroyed); `status` is the wait's error otherwise.
+  bool wait_for_download(const TimelinePoint& downloaded, Status& status) {
+    for (;;) {
+      // Handed to the device: it completes, so wait for it whole (the backend's lowest-latency
+      // wait). Held back: wait in slices, to see a cancel meanwhile.
+      const bool handed_over = downloaded.timeline.handed_over_value() >= downloaded.value;
+      status = downloaded.wait(handed_over ? kInfinite : kCheckEvery);
+      if (status.code() != ErrorCode::timeout) return true;
+      std::lock_guard lock(mutex);
+      if (cancel || abandon_held_back) return false;
+    }
+  }
+
   void work() {
+    current_worker_of = this;
     const bool in_order = options.order == EgressOrder::in_order;
     for (;;) {
       Item item;
@@ -79,11 +149,11 @@ struct EgressPipeline::State {
         drop = cancel || stopped_by_error() || item.step->failed;
       }
       Status status;
+      if (!drop) drop = !wait_for_download(item.downloaded, status);
       if (!drop) {
-        status = item.downloaded.wait(kInfinite);
         if (status.ok()) {
           item.chunk.bytes = item.lease.data();
-          status = consumer(item.chunk);
+          status = call_consumer(item.chunk);
         }
         if (!status.ok()) {
           status.with_context("egress step " + std::to_string(item.chunk.step) + " chunk " +
@@ -106,18 +176,80 @@ struct EgressPipeline::State {
       changed.notify_all();
     }
   }
+
+  // A lease for a chunk, waiting for pool space up to the push timeout, in slices so that a
+  // close meanwhile ends the wait (the space may be held by downloads that never run).
+  Result<Lease> acquire_lease(std::uint64_t length) {
+    const detail::Deadline deadline(options.push_timeout);
+    for (;;) {
+      Result<Lease> lease = pool.acquire(length, std::min(deadline.remaining(), kCheckEvery));
+      if (lease.ok() || lease.status().code() != ErrorCode::timeout || deadline.passed()) {
+        return lease;
+      }
+      std::lock_guard lock(mutex);
+      if (closing) {
+        return Status(ErrorCode::failed_precondition,
+                      "the pipeline was closed while waiting for staging-pool space");
+      }
+    }
+  }
+
+  // Stops the pipeline and joins the workers (from any thread but a worker). Concurrent callers
+  // all return once the workers are joined.
+  Status shut_down(EgressClose mode, bool abandon) {
+    std::vector<std::thread> to_join;
+    {
+      std::unique_lock lock(mutex);
+      closing = true;
+      if (mode == EgressClose::cancel) cancel = true;
+      if (abandon) abandon_held_back = true;
+      if (joining) {
+        changed.notify_all();
+        changed.wait(lock, [&] { return joined; });
+        return first_error;
+      }
+      joining = true;
+      to_join.swap(workers);
+    }
+    changed.notify_all();
+    for (std::thread& worker : to_join) {
+      if (worker.joinable()) worker.join();
+    }
+    std::lock_guard lock(mutex);
+    joined = true;
+    changed.notify_all();
+    return first_error;
+  }
+
+  // What the destructor (and a move-assignment over the pipeline) does.
+  void abandon() noexcept {
+    if (on_worker_thread()) {
+      // A consumer dropped its own pipeline: stop it; the workers end on their own and the last
+      // one destroys the state.
+      {
+        std::lock_guard lock(mutex);
+        closing = true;
+        abandon_held_back = true;
+      }
+      changed.notify_all();
+      return;
+    }
+    (void)shut_down(EgressClose::drain, true);
+  }
 };
 
 EgressPipeline::EgressPipeline() = default;
 EgressPipeline::EgressPipeline(EgressPipeline&&) noexcept = default;
 EgressPipeline& EgressPipeline::operator=(EgressPipeline&& other) noexcept {
   if (this != &other) {
-    (void)close();
+    if (state_) state_->abandon();
     state_ = std::move(other.state_);
   }
   return *this;
 }
-EgressPipeline::~EgressPipeline() { (void)close(); }
+EgressPipeline::~EgressPipeline() {
+  if (state_) state_->abandon();
+}
 
 Result<EgressPipeline> EgressPipeline::create(const Device& device, const EgressOptions& options,
                                               EgressConsumer consumer) {
@@ -133,7 +265,7 @@ Result<EgressPipeline> EgressPipeline::create(const Device& device, const Egress
   if (options.pool && options.pool->options().kind != MemoryKind::host_readback) {
     return invalid("the pool must be a host_readback pool");
   }
-  auto state = std::make_unique<State>();
+  auto state = std::make_shared<State>();
   state->device = device;
   state->options = options;
   state->consumer = std::move(consumer);
@@ -149,9 +281,16 @@ Result<EgressPipeline> EgressPipeline::create(const Device& device, const Egress
   }
   state->chunk_bytes = std::min(options.chunk_bytes, state->pool.options().slab_bytes);
   state->download_queue = device.queue(QueueKind::download);
-  State* raw = state.get();
   for (std::uint32_t i = 0; i < options.workers; ++i) {
-    state->workers.emplace_back([raw] { raw->work(); });
+    Result<std::thread> worker = detail::start_thread(
+        "egress worker " + std::to_string(i + 1) + " of " + std::to_string(options.workers),
+        [state] { state->work(); });
+    if (!worker.ok()) {
+      (void)state->shut_down(EgressClose::cancel, true);  // stops those already started
+      return worker.status().with_context(kCall);
+    }
+    std::lock_guard lock(state->mutex);
+    state->workers.push_back(std::move(worker).value());
   }
   EgressPipeline pipeline;
   pipeline.state_ = std::move(state);
@@ -163,19 +302,26 @@ Result<EgressTicket> EgressPipeline::push(const BufferRef& output, std::uint64_t
   static constexpr const char* kCall = "EgressPipeline::push";
   if (!state_) return Status(ErrorCode::released, std::string(kCall) + ": the pipeline was moved from");
   State& s = *state_;
+  if (s.on_worker_thread()) {
+    return Status(ErrorCode::failed_precondition,
+                  std::string(kCall) + ": called from the pipeline's own consumer, it could wait "
+                                       "for that consumer to return");
+  }
   if (size == 0) return Status(ErrorCode::invalid_argument, std::string(kCall) + ": size must be > 0");
   if (!output.buffer) {
     return Status(ErrorCode::released, std::string(kCall) + ": the output was released");
   }
-  if (offset > output.size || size > output.size - offset) {
+  if (!detail::range_within(offset, size, output.size)) {
     return Status(ErrorCode::out_of_range,
-                  std::string(kCall) + ": range [" + std::to_string(offset) + ", +" +
-                      std::to_string(size) + ") is outside the " + std::to_string(output.size) +
-                      "-byte " + output.what);
+                  std::string(kCall) + ": range " + detail::describe_range(offset, size) +
+                      " is outside the " + std::to_string(output.size) + "-byte " + output.what);
   }
-  const std::uint64_t count64 = (size + s.chunk_bytes - 1) / s.chunk_bytes;
+  const std::uint64_t count64 = detail::pieces_of(size, s.chunk_bytes);
   if (count64 > 0xffffffffull) {
-    return Status(ErrorCode::invalid_argument, std::string(kCall) + ": too many chunks");
+    return Status(ErrorCode::invalid_argument,
+                  std::string(kCall) + ": " + std::to_string(size) + " bytes make " +
+                      std::to_string(count64) + " chunks of " + std::to_string(s.chunk_bytes) +
+                      " bytes, more than 2^32 - 1");
   }
   const auto count = static_cast<std::uint32_t>(count64);
 
@@ -183,12 +329,11 @@ Result<EgressTicket> EgressPipeline::push(const BufferRef& output, std::uint64_t
   std::uint64_t step_number = 0;
   {
     std::unique_lock lock(s.mutex);
-    auto room = [&] {
+    const detail::Deadline deadline(s.options.push_timeout);
+    const bool room = deadline.wait(s.changed, lock, [&] {
       return s.closing || s.stopped_by_error() || s.pending_steps < s.options.max_pending_steps;
-    };
-    if (s.options.push_timeout == kInfinite) {
-      s.changed.wait(lock, room);
-    } else if (!s.changed.wait_for(lock, s.options.push_timeout, room)) {
+    });
+    if (!room) {
       return Status(ErrorCode::timeout, std::string(kCall) + ": " +
                                             std::to_string(s.pending_steps) +
                                             " steps still pending after the push timeout");
@@ -222,7 +367,7 @@ Result<EgressTicket> EgressPipeline::push(const BufferRef& output, std::uint64_t
     const std::uint64_t begin = std::uint64_t{c} * s.chunk_bytes;
     const std::uint64_t length = std::min(s.chunk_bytes, size - begin);
     auto submit_chunk = [&]() -> Status {
-      FERRY_ASSIGN_OR_RETURN(Lease lease, s.pool.acquire(length, s.options.push_timeout));
+      FERRY_ASSIGN_OR_RETURN(Lease lease, s.acquire_lease(length));
       CommandList copy;
       FERRY_RETURN_IF_ERROR(copy.copy(output, offset + begin, lease, 0, length));
       SubmitSync sync;
@@ -266,11 +411,14 @@ Result<EgressTicket> EgressPipeline::push(const BufferRef& output, std::uint64_t
 Status EgressPipeline::drain(Timeout timeout) {
   if (!state_) return Status(ErrorCode::released, "EgressPipeline::drain: the pipeline was moved from");
   State& s = *state_;
+  if (s.on_worker_thread()) {
+    return Status(ErrorCode::failed_precondition,
+                  "EgressPipeline::drain: called from the pipeline's own consumer, it would wait "
+                  "for that consumer to return");
+  }
+  const detail::Deadline deadline(timeout);
   std::unique_lock lock(s.mutex);
-  auto drained = [&] { return s.pending_steps == 0; };
-  if (timeout == kInfinite) {
-    s.changed.wait(lock, drained);
-  } else if (!s.changed.wait_for(lock, timeout, drained)) {
+  if (!deadline.wait(s.changed, lock, [&] { return s.pending_steps == 0; })) {
     return Status(ErrorCode::timeout, "EgressPipeline::drain: " + std::to_string(s.pending_steps) +
                                           " steps still pending");
   }
@@ -280,19 +428,17 @@ Status EgressPipeline::drain(Timeout timeout) {
 Status EgressPipeline::close(EgressClose mode) {
   if (!state_) return Status();
   State& s = *state_;
-  {
-    std::lock_guard lock(s.mutex);
-    if (s.closing && s.workers.empty()) return s.first_error;
-    s.closing = true;
-    if (mode == EgressClose::cancel) s.cancel = true;
+  if (s.on_worker_thread()) {
+    // Deferred: the consumer calling us is still running on a worker.
+    {
+      std::lock_guard lock(s.mutex);
+      s.closing = true;
+      if (mode == EgressClose::cancel) s.cancel = true;
+    }
+    s.changed.notify_all();
+    return Status();
   }
-  s.changed.notify_all();
-  for (std::thread& worker : s.workers) {
-    if (worker.joinable()) worker.join();
-  }
-  std::lock_guard lock(s.mutex);
-  s.workers.clear();
-  return s.first_error;
+  return s.shut_down(mode, false);
 }
 
 EgressStats EgressPipeline::stats() const {

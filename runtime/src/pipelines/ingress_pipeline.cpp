@@ -1,12 +1,17 @@
 // IngressPipeline: a producer thread feeding a bounded ring of device tensors (see ingress.hpp).
-// Built on the public API only: uploads, normalize commands and timeline waits.
+// Built on the public API, plus core's helpers for deadlines and starting threads.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "core/deadline.hpp"
+#include "core/threads.hpp"
 #include "ferry/ingress.hpp"
 
 namespace ferry {
@@ -16,36 +21,45 @@ struct IngressBatch::Slot {
   struct Ring;
   std::weak_ptr<Ring> ring;  // weak: the ring holds free slots; a slot outliving it is dropped
   Queue compute;
+  Device device;  // to check the points a release names
   Buffer input;
   Buffer output;
   TimelinePoint input_read;     // the last normalize that read `input`
   TimelinePoint consumer_done;  // the last consumer of `output`, as released by the app
 };
 
-// The free slots, owned by the pipeline.
+// The free slots, owned by the pipeline: a fixed ring with room for every slot, so that giving
+// one back allocates nothing (it happens in destructors and noexcept moves).
 struct IngressBatch::Slot::Ring {
+  explicit Ring(std::size_t capacity) : slots(capacity) {}
+
   std::mutex mutex;
   std::condition_variable freed;
-  std::deque<std::shared_ptr<Slot>> free;
+  std::vector<std::shared_ptr<Slot>> slots;  // slots[(head + i) % size()], i < count, are free
+  std::size_t head = 0;
+  std::size_t count = 0;
   bool stopping = false;
 
-  void give_back(std::shared_ptr<Slot> slot) {
+  void give_back(std::shared_ptr<Slot> slot) noexcept {
     {
       std::lock_guard lock(mutex);
-      free.push_back(std::move(slot));
+      if (count == slots.size()) return;  // cannot happen: every slot is in one place at a time
+      slots[(head + count) % slots.size()] = std::move(slot);
+      ++count;
     }
     freed.notify_all();
   }
   // A free slot, or nullptr once stopping.
   std::shared_ptr<Slot> take() {
     std::unique_lock lock(mutex);
-    freed.wait(lock, [&] { return stopping || !free.empty(); });
+    freed.wait(lock, [&] { return stopping || count > 0; });
     if (stopping) return nullptr;
-    auto slot = std::move(free.front());
-    free.pop_front();
+    std::shared_ptr<Slot> slot = std::move(slots[head]);
+    head = (head + 1) % slots.size();
+    --count;
     return slot;
   }
-  void stop() {
+  void stop() noexcept {
     {
       std::lock_guard lock(mutex);
       stopping = true;
@@ -53,6 +67,36 @@ struct IngressBatch::Slot::Ring {
     freed.notify_all();
   }
 };
+
+namespace {
+
+// What an empty batch or pipeline hands out.
+const Buffer& empty_buffer() {
+  static const Buffer none;
+  return none;
+}
+
+// Whether memory that `point`'s work uses must still be waited for before reuse: not when the
+// point is unset, reached, or failed (its work never runs). Any other answer (a failed wait)
+// counts as pending: reusing memory the device may still use would be worse than waiting.
+bool still_pending(const TimelinePoint& point) {
+  if (!point.timeline) return false;
+  const Status polled = point.wait(Timeout::zero());
+  return !polled.ok() && polled.code() != ErrorCode::timeline_failed;
+}
+
+// The message of the exception being handled.
+std::string current_exception_text() {
+  try {
+    throw;
+  } catch (const std::exception& error) {
+    return error.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+}  // namespace
 
 // ---- IngressBatch ----
 
@@ -70,20 +114,29 @@ IngressBatch& IngressBatch::operator=(IngressBatch&& other) noexcept {
 }
 IngressBatch::~IngressBatch() { release(); }
 
-const Buffer& IngressBatch::tensor() const { return slot_->output; }
+const Buffer& IngressBatch::tensor() const { return slot_ ? slot_->output : empty_buffer(); }
 
-void IngressBatch::release(const TimelinePoint& consumer_done) {
-  if (!slot_) return;
+Status IngressBatch::release(const TimelinePoint& consumer_done) {
+  if (!slot_) return Status();
+  if (consumer_done.timeline && !consumer_done.timeline.belongs_to(slot_->device)) {
+    return Status(ErrorCode::invalid_argument,
+                  "IngressBatch::release: batch " + std::to_string(index_) +
+                      ": the consumer's point is on a timeline of another device; the batch is "
+                      "still held");
+  }
   std::shared_ptr<Slot> slot = std::move(slot_);
   slot->consumer_done = consumer_done;
   if (auto ring = slot->ring.lock()) ring->give_back(std::move(slot));
+  return Status();
 }
 
-void IngressBatch::release() {
+void IngressBatch::release() noexcept {
   if (!slot_) return;
   // Everything submitted to the compute queue so far, which covers consumers queued there.
   const Timeline progress = slot_->compute.progress();
-  release(TimelinePoint{progress, progress.submitted_value()});
+  std::shared_ptr<Slot> slot = std::move(slot_);
+  slot->consumer_done = TimelinePoint{progress, progress.submitted_value()};
+  if (auto ring = slot->ring.lock()) ring->give_back(std::move(slot));
 }
 
 // ---- IngressPipeline ----
@@ -110,6 +163,22 @@ struct IngressPipeline::State {
   bool producer_done = false;
   bool closed = false;
   std::thread producer;
+  std::atomic<std::thread::id> producer_id{};  // set by the producer itself when it starts
+  std::mutex join_mutex;                       // one joiner at a time
+
+  ~State() {
+    // Only the producer's own exit (it holds the state) can leave it joinable here: when the
+    // source dropped the last pipeline handle, say. Nobody else can join it then.
+    if (producer.joinable()) {
+      if (on_producer_thread()) {
+        producer.detach();
+      } else {
+        producer.join();
+      }
+    }
+  }
+
+  bool on_producer_thread() const { return std::this_thread::get_id() == producer_id.load(); }
 
   void push(Entry entry) {
     {
@@ -120,13 +189,6 @@ struct IngressPipeline::State {
     produced.notify_all();
   }
 
-  // A point to wait for before reusing memory: none when it is unset, already reached, or can
-  // never be reached (its work failed and so never touches the memory).
-  static bool still_pending(const TimelinePoint& point) {
-    if (!point.timeline) return false;
-    return point.wait(Timeout::zero()).code() == ErrorCode::timeout;
-  }
-
   // Waits on the host for `point`, waking regularly to see whether the pipeline is closing.
   // False when closing; a failed point counts as done (its work never runs).
   bool wait_for_device(const TimelinePoint& point) {
@@ -135,9 +197,23 @@ struct IngressPipeline::State {
         std::lock_guard lock(mutex);
         if (closed) return false;
       }
-      (void)point.wait(std::chrono::milliseconds(20));
+      const Status waited = point.wait(std::chrono::milliseconds(20));
+      if (!waited.ok() && waited.code() != ErrorCode::timeout &&
+          waited.code() != ErrorCode::timeline_failed) {
+        // A failed wait (the device lost, an injected fault): do not spin on it.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     }
     return true;
+  }
+
+  // Asks the source for batch `index`; an exception it throws becomes the batch's error.
+  Result<std::optional<HostBatch>> ask_source(std::uint64_t index) {
+    try {
+      return source(index);
+    } catch (...) {
+      return Status(ErrorCode::internal, "the source threw: " + current_exception_text());
+    }
   }
 
   // Uploads and normalizes one batch into `slot`.
@@ -189,6 +265,7 @@ struct IngressPipeline::State {
   }
 
   void produce() {
+    producer_id.store(std::this_thread::get_id());
     for (std::uint64_t index = 0;; ++index) {
       std::shared_ptr<IngressBatch::Slot> slot = ring->take();
       if (!slot) break;  // closing
@@ -196,7 +273,7 @@ struct IngressPipeline::State {
       // have run. (Releases name device points, so without this the host could queue work
       // without bound.)
       if (!wait_for_device(slot->input_read)) break;  // closing
-      Result<std::optional<HostBatch>> host = source(index);
+      Result<std::optional<HostBatch>> host = ask_source(index);
       Entry entry;
       if (!host.ok()) {
         entry.error = host.status();
@@ -215,6 +292,9 @@ struct IngressPipeline::State {
       }
       if (!entry.error.ok()) {
         entry.error.with_context("ingress batch " + std::to_string(index));
+        // A consumer point that is no longer pending (reached, or failed) is not waited for
+        // again, so one failed batch cannot fail every later use of the slot.
+        if (!still_pending(slot->consumer_done)) slot->consumer_done = {};
         ring->give_back(std::move(slot));
       }
       push(std::move(entry));
@@ -224,6 +304,23 @@ struct IngressPipeline::State {
       producer_done = true;
     }
     produced.notify_all();
+  }
+
+  // Stops the producer and joins it, unless called on it (from the source): it then ends once
+  // the source returns, and a later close() or the destructor joins it.
+  void stop() noexcept {
+    std::deque<Entry> dropped;
+    {
+      std::lock_guard lock(mutex);
+      closed = true;
+      dropped.swap(entries);
+    }
+    produced.notify_all();
+    ring->stop();
+    if (on_producer_thread()) return;
+    std::lock_guard lock(join_mutex);
+    if (producer.joinable()) producer.join();
+    // `dropped` goes out of scope here: its batches give their slots back to the ring.
   }
 };
 
@@ -249,7 +346,7 @@ Result<IngressPipeline> IngressPipeline::create(const Device& device,
                   std::string(kCall) + ": depth must be >= 2 (got " +
                       std::to_string(options.depth) + ")");
   }
-  auto state = std::make_unique<State>();
+  auto state = std::make_shared<State>();
   state->device = device;
   state->options = options;
   state->source = std::move(source);
@@ -258,17 +355,26 @@ Result<IngressPipeline> IngressPipeline::create(const Device& device,
   if (options.pool) state->pool = *options.pool;  // else made for the first pageable batch
   state->upload_queue = device.queue(QueueKind::upload);
   state->compute_queue = device.queue(QueueKind::compute);
-  state->ring = std::make_shared<IngressBatch::Slot::Ring>();
+  state->ring = std::make_shared<IngressBatch::Slot::Ring>(options.depth);
   for (std::uint32_t i = 0; i < options.depth; ++i) {
     auto slot = std::make_shared<IngressBatch::Slot>();
     slot->ring = state->ring;
     slot->compute = state->compute_queue;
+    slot->device = device;
     FERRY_ASSIGN_OR_RETURN(slot->input, device.create_buffer(state->shape.input_bytes));
     FERRY_ASSIGN_OR_RETURN(slot->output, device.create_buffer(state->shape.output_bytes));
-    state->ring->free.push_back(std::move(slot));
+    if (i == 0) {
+      // Recording (never submitting) one batch's normalize asks the backend now whether it can
+      // run it (Vulkan's storage-buffer window, say), instead of failing the first batch.
+      CommandList probe;
+      Status recordable = probe.normalize(slot->input, 0, slot->output, 0, options.normalize);
+      if (!recordable.ok()) return recordable.with_context(kCall);
+    }
+    state->ring->give_back(std::move(slot));
   }
-  State* raw = state.get();
-  state->producer = std::thread([raw] { raw->produce(); });
+  FERRY_ASSIGN_OR_RETURN(state->producer,
+                         detail::start_thread("the ingress pipeline's producer thread",
+                                              [state] { state->produce(); }));
   IngressPipeline pipeline;
   pipeline.state_ = std::move(state);
   return pipeline;
@@ -277,13 +383,16 @@ Result<IngressPipeline> IngressPipeline::create(const Device& device,
 Result<std::optional<IngressBatch>> IngressPipeline::next(Timeout timeout) {
   if (!state_) return Status(ErrorCode::released, "IngressPipeline::next: the pipeline was moved from");
   State& s = *state_;
-  std::unique_lock lock(s.mutex);
-  auto available = [&] { return s.closed || !s.entries.empty() || s.producer_done; };
-  if (timeout == kInfinite) {
-    s.produced.wait(lock, available);
-  } else if (!s.produced.wait_for(lock, timeout, available)) {
-    return Status(ErrorCode::timeout, "IngressPipeline::next: no batch within the timeout");
+  if (s.on_producer_thread()) {
+    return Status(ErrorCode::failed_precondition,
+                  "IngressPipeline::next: called from the source, it would wait for itself");
   }
+  const detail::Deadline deadline(timeout);
+  std::unique_lock lock(s.mutex);
+  const bool available = deadline.wait(s.produced, lock, [&] {
+    return s.closed || !s.entries.empty() || s.producer_done;
+  });
+  if (!available) return Status(ErrorCode::timeout, "IngressPipeline::next: no batch within the timeout");
   if (s.closed) {
     return Status(ErrorCode::failed_precondition, "IngressPipeline::next: the pipeline is closed");
   }
@@ -296,22 +405,13 @@ Result<std::optional<IngressBatch>> IngressPipeline::next(Timeout timeout) {
   return std::optional<IngressBatch>(std::move(entry.batch));
 }
 
-void IngressPipeline::close() {
-  if (!state_) return;
-  State& s = *state_;
-  std::deque<State::Entry> dropped;
-  {
-    std::lock_guard lock(s.mutex);
-    if (s.closed) return;
-    s.closed = true;
-    dropped.swap(s.entries);
-  }
-  s.produced.notify_all();
-  s.ring->stop();
-  if (s.producer.joinable()) s.producer.join();
-  // `dropped` goes out of scope here: its batches give their slots back to the ring.
+void IngressPipeline::close() noexcept {
+  if (state_) state_->stop();
 }
 
-const NormalizeShape& IngressPipeline::shape() const { return state_->shape; }
+const NormalizeShape& IngressPipeline::shape() const {
+  static const NormalizeShape none{};
+  return state_ ? state_->shape : none;
+}
 
 }  // namespace ferry

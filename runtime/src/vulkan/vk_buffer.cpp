@@ -1,6 +1,7 @@
 #include "vulkan/vk_buffer.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "vulkan/vk_status.hpp"
@@ -88,14 +89,14 @@ Status VulkanBuffer::allocate_and_bind(const VkMemoryAllocateInfo& allocate_info
 Result<std::unique_ptr<VulkanBuffer>> VulkanBuffer::create(const DeviceContext& context,
                                                            std::uint64_t size, MemoryKind kind) {
   const VolkDeviceTable& vk = context.vk;
-  if (size > context.max_buffer_size - kSizeGranularity) {
+  const std::optional<std::uint64_t> rounded = detail::checked_round_up(size, kSizeGranularity);
+  if (!rounded || *rounded > context.max_buffer_size) {
     return out_of_memory(size, kind,
                          "larger than the device's maxBufferSize " +
                              std::to_string(context.max_buffer_size));
   }
   std::unique_ptr<VulkanBuffer> buffer(new VulkanBuffer(context));
-  FERRY_RETURN_IF_ERROR(buffer->create_handle(
-      (size + kSizeGranularity - 1) / kSizeGranularity * kSizeGranularity, size, kind, nullptr));
+  FERRY_RETURN_IF_ERROR(buffer->create_handle(*rounded, size, kind, nullptr));
 
   VkMemoryRequirements requirements{};
   vk.vkGetBufferMemoryRequirements(context.device, buffer->buffer_, &requirements);

@@ -191,6 +191,14 @@ Result<std::unique_ptr<backend::BackendTimeline>> VulkanDevice::create_timeline(
   return std::unique_ptr<backend::BackendTimeline>(std::move(timeline));
 }
 
+Status VulkanDevice::check_command(const backend::Command& command) const {
+  if (const auto* normalize = std::get_if<backend::NormalizeCommand>(&command)) {
+    FERRY_RETURN_IF_ERROR(normalize_pipeline_.check_supported());
+    return plan_normalize(*normalize, context_.normalize_limits).status();
+  }
+  return Status();
+}
+
 Status VulkanDevice::submit(QueueKind queue_kind, const backend::Submission& submission) {
   LogicalQueue& queue = queues_[static_cast<std::size_t>(queue_kind)];
   VkCommandBuffer command_buffer = VK_NULL_HANDLE;

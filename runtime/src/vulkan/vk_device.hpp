@@ -36,6 +36,8 @@ class VulkanDevice final : public backend::BackendDevice {
                                                                        MemoryKind kind) override;
   Result<std::unique_ptr<backend::BackendTimeline>> create_timeline(
       std::uint64_t initial) override;
+  // normalize: the device's features and storage-buffer window (plan_normalize).
+  Status check_command(const backend::Command& command) const override;
   Status submit(QueueKind queue, const backend::Submission& submission) override;
   // vkDeviceWaitIdle: its own wait on each queue completes only after the queue thread has
   // finished signalling everything submitted before.

@@ -73,7 +73,14 @@ bool validation_requested_by_environment() {
 void MessageRelay::relay(MessageSeverity severity, std::string_view message) {
   if (severity != MessageSeverity::info) count_.fetch_add(1);
   if (sink_) {
-    sink_(severity, message);
+    // The application's sink runs inside a Vulkan call, on whichever thread made it: an
+    // exception must not unwind through the driver.
+    try {
+      sink_(severity, message);
+    } catch (...) {
+      std::fprintf(stderr, "ferry: the message sink threw; message: %.*s\n",
+                   static_cast<int>(message.size()), message.data());
+    }
   } else if (severity != MessageSeverity::info) {
     std::fprintf(stderr, "ferry: Vulkan validation %s: %.*s\n",
                  severity == MessageSeverity::error ? "error" : "warning",

@@ -1,0 +1,18 @@
+// Starting ferry's own threads (pipeline producers and workers, the CPU backend's queues) so that
+// a thread the system cannot give becomes an error value, never an exception or an abort.
+#pragma once
+
+#include <functional>
+#include <string_view>
+#include <thread>
+
+#include "ferry/status.hpp"
+
+namespace ferry::detail {
+
+// A running thread executing `body`, or ErrorCode::resource_exhausted naming `what` when the
+// thread cannot be started (std::thread throws std::system_error; the fault plan's thread site
+// fails it on purpose).
+Result<std::thread> start_thread(std::string_view what, std::function<void()> body);
+
+}  // namespace ferry::detail
