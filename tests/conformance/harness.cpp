@@ -1,6 +1,8 @@
 #include "harness.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <thread>
 #include <cctype>
 #include <cstdlib>
 #include <iostream>
@@ -178,6 +180,34 @@ ferry::Result<ferry::Device> BackendUnderTest::open_cpu_reference() {
   FERRY_ASSIGN_OR_RETURN(ferry::Device reference, ferry::Device::open("cpu", 0, options));
   extra_devices.push_back(reference);
   return reference;
+}
+
+struct Watchdog::State {
+  std::mutex mutex;
+  std::condition_variable done_changed;
+  bool done = false;
+  std::thread thread;
+};
+
+Watchdog::Watchdog(std::string what, std::chrono::seconds limit)
+    : state_(std::make_shared<State>()) {
+  state_->thread = std::thread([state = state_, what = std::move(what), limit] {
+    std::unique_lock lock(state->mutex);
+    if (!state->done_changed.wait_for(lock, limit, [&] { return state->done; })) {
+      std::cerr << "ferry conformance: watchdog: '" << what << "' still running after "
+                << limit.count() << " s: it hangs\n";
+      std::_Exit(3);
+    }
+  });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->done = true;
+  }
+  state_->done_changed.notify_all();
+  state_->thread.join();
 }
 
 ScopedFaultPlan::ScopedFaultPlan(const ferry::FaultPlan& plan) {

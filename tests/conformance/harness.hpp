@@ -82,6 +82,20 @@ class ScopedFaultPlan {
   ScopedFaultPlan& operator=(const ScopedFaultPlan&) = delete;
 };
 
+// Ends the test process with a message if it is still alive after `limit`: a test of something
+// that must not hang fails in a minute instead of at ctest's timeout.
+class Watchdog {
+ public:
+  Watchdog(std::string what, std::chrono::seconds limit = std::chrono::seconds(60));
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
 // ---- Status checks (work on Status and Result<T>) -------------------------------------------
 
 inline ferry::Status status_of(const ferry::Status& status) { return status; }

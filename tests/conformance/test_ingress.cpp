@@ -9,6 +9,7 @@
 #include "device_io.hpp"
 #include "harness.hpp"
 #include "normalize_truth.hpp"
+#include "pipeline_data.hpp"
 #include "test_data.hpp"
 
 using ferry::BufferRef;
@@ -20,50 +21,10 @@ using ferry::IngressPipeline;
 using ferry::NormalizeParams;
 using ferry_test::BackendUnderTest;
 
-namespace {
-
-NormalizeParams awkward_params(std::mt19937_64& rng) {
-  NormalizeParams p;
-  p.input.batch = static_cast<std::uint32_t>(ferry_test::uniform(rng, 1, 3));
-  p.input.height = static_cast<std::uint32_t>(ferry_test::uniform(rng, 5, 31));
-  p.input.width = static_cast<std::uint32_t>(ferry_test::uniform(rng, 5, 47));
-  p.input.channels = 3;
-  p.crop = {1, 2, p.input.width - 2, p.input.height - 2};
-  p.mirror = true;
-  p.output_type = ferry::ElementType::float16;
-  p.mean = {123.675, 116.28, 103.53, 0};
-  p.std = {58.395, 57.12, 57.375, 1};
-  return p;
-}
-
-// Host batches made up front, so the truth of each is known.
-std::vector<std::vector<std::byte>> make_batches(std::mt19937_64& rng, std::size_t count,
-                                                 std::uint64_t bytes) {
-  std::vector<std::vector<std::byte>> batches;
-  for (std::size_t i = 0; i < count; ++i) batches.push_back(ferry_test::random_bytes(rng, bytes));
-  return batches;
-}
-
-void check_batch(BackendUnderTest& t, const IngressBatch& batch, const NormalizeParams& p,
-                 const std::vector<std::byte>& input) {
-  INFO("batch " << batch.index() << ": " << ferry_test::describe(p));
-  REQUIRE_OK(batch.ready().wait(ferry_test::kLongWait));
-  const auto actual = REQUIRE_VALUE(
-      ferry_test::read_bytes(t.device, batch.tensor(), 0, batch.shape().output_bytes));
-  ferry_test::check_bytes_equal(actual, ferry_test::expected_output(p, input), "ingress tensor");
-}
-
-// Waits (briefly polling) until `counter` reaches `value`; false on a 20 s timeout.
-bool eventually_equals(const std::atomic<std::uint64_t>& counter, std::uint64_t value) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (counter.load() != value) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
-
-}  // namespace
+using ferry_test::awkward_params;
+using ferry_test::check_batch;
+using ferry_test::eventually_equals;
+using ferry_test::make_batches;
 
 TEST_CASE("ingress: pageable batches arrive in order, bit exact, then the stream ends") {
   ferry_test::for_each_backend([](BackendUnderTest& t) {

@@ -161,3 +161,35 @@ TEST_CASE("FERRY_ASSIGN_OR_RETURN assigns values and returns errors") {
   CHECK(assigns_move_only(&out).ok());
   CHECK(out == 7);
 }
+
+namespace {
+
+Result<int> failing_result() {
+  return Status(ErrorCode::out_of_range, "a message longer than any small-string buffer holds");
+}
+
+}  // namespace
+
+TEST_CASE("messages taken from a Result's status stay valid (no dangling references)") {
+  // From a Result variable: status() is a reference into it, and so is message().
+  const Result<int> result = failing_result();
+  const std::string& message = result.status().message();
+  const std::string& where = result.status().where();
+  CHECK(message == "a message longer than any small-string buffer holds");
+  CHECK(where.find("test_status.cpp") != std::string::npos);
+  CHECK(&result.status() == &result.status());  // no copy per call
+  // From a temporary: the string is returned by value, and a const reference keeps it alive.
+  const std::string& from_temporary = failing_result().status().message();
+  CHECK(from_temporary == "a message longer than any small-string buffer holds");
+  const std::string& status_message =
+      Status(ErrorCode::timeout, "another message longer than the small-string buffer").message();
+  CHECK(status_message == "another message longer than the small-string buffer");
+}
+
+TEST_CASE("with_context on a const Status (a Result's) gives a copy with the context") {
+  const Result<int> result = failing_result();
+  const Status with = result.status().with_context("reading batch 4");
+  CHECK(with.code() == ErrorCode::out_of_range);
+  CHECK(with.message().find("reading batch 4: a message") == 0);
+  CHECK(result.status().message().find("reading batch 4") == std::string::npos);
+}

@@ -79,8 +79,9 @@ class [[nodiscard]] Result {
   // Result is a temporary), so `const std::string& m = r.status().message();` stays valid as
   // long as `r` does.
   const Status& status() const& noexcept {
+    if (const Status* error = std::get_if<Status>(&v_)) return *error;
     static const Status kOk;
-    return ok() ? kOk : *std::get_if<Status>(&v_);
+    return kOk;
   }
   Status status() && { return ok() ? Status() : std::get<Status>(std::move(v_)); }
 
