@@ -1,5 +1,6 @@
 #include "core/threads.hpp"
 
+#include <exception>
 #include <string>
 #include <system_error>
 
@@ -14,6 +15,16 @@ Result<std::thread> start_thread(std::string_view what, std::function<void()> bo
   } catch (const std::system_error& error) {
     return Status(ErrorCode::resource_exhausted,
                   "cannot start " + std::string(what) + ": " + error.what());
+  }
+}
+
+std::string current_exception_text() {
+  try {
+    throw;
+  } catch (const std::exception& error) {
+    return error.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
   }
 }
 

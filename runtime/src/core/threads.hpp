@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <string_view>
 #include <thread>
 
@@ -14,5 +15,9 @@ namespace ferry::detail {
 // thread cannot be started (std::thread throws std::system_error; the fault plan's thread site
 // fails it on purpose).
 Result<std::thread> start_thread(std::string_view what, std::function<void()> body);
+
+// The message of the exception being handled, for user code (a source, a consumer) that threw
+// on one of ferry's threads: the exception becomes an error value with this text.
+std::string current_exception_text();
 
 }  // namespace ferry::detail

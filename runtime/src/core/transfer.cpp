@@ -17,47 +17,6 @@ struct Plan {
   unsigned threads = 1;
 };
 
-Status validate(const Queue& queue, const StagingPool& pool, const BufferRef& device_side,
-                std::uint64_t bytes, MemoryKind pool_kind, const char* call) {
-  if (!queue) return Status(ErrorCode::released, std::string(call) + ": no queue");
-  if (!pool) return Status(ErrorCode::released, std::string(call) + ": no staging pool");
-  if (bytes == 0) return Status(ErrorCode::invalid_argument, std::string(call) + ": size must be > 0");
-  if (pool.options().kind != pool_kind) {
-    return Status(ErrorCode::invalid_argument,
-                  std::string(call) + ": needs a " + std::string(to_string(pool_kind)) +
-                      " staging pool, got a " + std::string(to_string(pool.options().kind)) + " one");
-  }
-  if (!device_side.buffer) {
-    return Status(ErrorCode::released,
-                  std::string(call) + ": the device-side " + device_side.what + " was released");
-  }
-  if (pool.state()->device != device_side.buffer->device) {
-    return Status(ErrorCode::invalid_argument,
-                  std::string(call) + ": the staging pool and the buffer belong to different devices");
-  }
-  return Status();
-}
-
-Plan plan(const StagingPool& pool, std::uint64_t bytes, const TransferOptions& options) {
-  Plan p;
-  // slab_bytes is a multiple of kStagingAlignment (> 0), so the clamp's bounds are ordered.
-  const std::uint64_t slab = std::max(pool.options().slab_bytes, kStagingAlignment);
-  p.chunk = std::clamp<std::uint64_t>(options.chunk_bytes, kStagingAlignment, slab);
-  // At least kMinChunks chunks (of at least kMinChunk bytes) so the host memcpy of one overlaps
-  // the DMA of another even for transfers of a few chunk sizes.
-  constexpr std::uint64_t kMinChunks = 4;
-  constexpr std::uint64_t kMinChunk = 2ull << 20;
-  const std::uint64_t spread = detail::pieces_of(bytes, kMinChunks);
-  if (spread < p.chunk) {
-    p.chunk = std::max(std::min(p.chunk, kMinChunk),
-                       detail::pieces_of(spread, kStagingAlignment) * kStagingAlignment);
-  }
-  p.count = detail::pieces_of(bytes, p.chunk);
-  const unsigned available = detail::host_worker_count() + 1;
-  p.threads = options.host_threads == 0 ? available : std::min(options.host_threads, available);
-  return p;
-}
-
 // The caller's waits and signals, checked before anything is submitted, so that an argument
 // error leaves every timeline as it was (as Queue::submit does).
 Status validate_sync(const Queue& queue, const SubmitSync& sync, const char* call) {
@@ -88,6 +47,57 @@ std::string chunk_context(const char* call, std::uint64_t index, std::uint64_t c
   return std::string(call) + ": chunk " + std::to_string(index + 1) + " of " + std::to_string(count);
 }
 
+// Everything upload() and download() check before submitting anything: a failure here leaves
+// every timeline as it was.
+Status validate(const Queue& queue, const StagingPool& pool, const BufferRef& device_side,
+                std::uint64_t offset, std::uint64_t bytes, MemoryKind pool_kind,
+                const SubmitSync& sync, const char* call, const char* role) {
+  if (!queue) return Status(ErrorCode::released, std::string(call) + ": no queue");
+  if (!pool) return Status(ErrorCode::released, std::string(call) + ": no staging pool");
+  if (bytes == 0) return Status(ErrorCode::invalid_argument, std::string(call) + ": size must be > 0");
+  if (pool.options().kind != pool_kind) {
+    return Status(ErrorCode::invalid_argument,
+                  std::string(call) + ": needs a " + std::string(to_string(pool_kind)) +
+                      " staging pool, got a " + std::string(to_string(pool.options().kind)) + " one");
+  }
+  if (!device_side.buffer) {
+    return Status(ErrorCode::released,
+                  std::string(call) + ": the device-side " + device_side.what + " was released");
+  }
+  if (pool.state()->device != device_side.buffer->device) {
+    return Status(ErrorCode::invalid_argument,
+                  std::string(call) + ": the staging pool and the buffer belong to different devices");
+  }
+  if (!detail::range_within(offset, bytes, device_side.size)) {
+    return Status(ErrorCode::out_of_range, std::string(call) + ": " + role + " range " +
+                                               detail::describe_range(offset, bytes) +
+                                               " is outside the " +
+                                               std::to_string(device_side.size) + "-byte " +
+                                               device_side.what);
+  }
+  return validate_sync(queue, sync, call);
+}
+
+Plan plan(const StagingPool& pool, std::uint64_t bytes, const TransferOptions& options) {
+  Plan p;
+  // slab_bytes is a multiple of kStagingAlignment (> 0), so the clamp's bounds are ordered.
+  const std::uint64_t slab = std::max(pool.options().slab_bytes, kStagingAlignment);
+  p.chunk = std::clamp<std::uint64_t>(options.chunk_bytes, kStagingAlignment, slab);
+  // At least kMinChunks chunks (of at least kMinChunk bytes) so the host memcpy of one overlaps
+  // the DMA of another even for transfers of a few chunk sizes.
+  constexpr std::uint64_t kMinChunks = 4;
+  constexpr std::uint64_t kMinChunk = 2ull << 20;
+  const std::uint64_t spread = detail::pieces_of(bytes, kMinChunks);
+  if (spread < p.chunk) {
+    p.chunk = std::max(std::min(p.chunk, kMinChunk),
+                       detail::pieces_of(spread, kStagingAlignment) * kStagingAlignment);
+  }
+  p.count = detail::pieces_of(bytes, p.chunk);
+  const unsigned available = detail::host_worker_count() + 1;
+  p.threads = options.host_threads == 0 ? available : std::min(options.host_threads, available);
+  return p;
+}
+
 }  // namespace
 
 Result<TimelinePoint> upload(const Queue& queue, const StagingPool& pool,
@@ -95,14 +105,8 @@ Result<TimelinePoint> upload(const Queue& queue, const StagingPool& pool,
                              std::uint64_t dst_offset, const SubmitSync& sync,
                              const TransferOptions& options) {
   static constexpr const char* kCall = "ferry::upload";
-  FERRY_RETURN_IF_ERROR(validate(queue, pool, dst, src.size(), MemoryKind::host_upload, kCall));
-  if (!detail::range_within(dst_offset, src.size(), dst.size)) {
-    return Status(ErrorCode::out_of_range, std::string(kCall) + ": destination range " +
-                                               detail::describe_range(dst_offset, src.size()) +
-                                               " is outside the " + std::to_string(dst.size) +
-                                               "-byte " + dst.what);
-  }
-  FERRY_RETURN_IF_ERROR(validate_sync(queue, sync, kCall));
+  FERRY_RETURN_IF_ERROR(validate(queue, pool, dst, dst_offset, src.size(), MemoryKind::host_upload,
+                                 sync, kCall, "destination"));
   const Plan p = plan(pool, src.size(), options);
   TimelinePoint last;
   for (std::uint64_t i = 0; i < p.count; ++i) {
@@ -135,14 +139,8 @@ Status download(const Queue& queue, const StagingPool& pool, const BufferRef& sr
                 std::uint64_t src_offset, std::span<std::byte> dst, const SubmitSync& sync,
                 const TransferOptions& options) {
   static constexpr const char* kCall = "ferry::download";
-  FERRY_RETURN_IF_ERROR(validate(queue, pool, src, dst.size(), MemoryKind::host_readback, kCall));
-  if (!detail::range_within(src_offset, dst.size(), src.size)) {
-    return Status(ErrorCode::out_of_range, std::string(kCall) + ": source range " +
-                                               detail::describe_range(src_offset, dst.size()) +
-                                               " is outside the " + std::to_string(src.size) +
-                                               "-byte " + src.what);
-  }
-  FERRY_RETURN_IF_ERROR(validate_sync(queue, sync, kCall));
+  FERRY_RETURN_IF_ERROR(validate(queue, pool, src, src_offset, dst.size(),
+                                 MemoryKind::host_readback, sync, kCall, "source"));
   const Plan p = plan(pool, dst.size(), options);
 
   struct InFlight {

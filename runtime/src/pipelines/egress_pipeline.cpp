@@ -5,7 +5,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -26,16 +25,6 @@ thread_local const EgressPipeline::State* current_worker_of = nullptr;
 
 // How often a thread blocked inside the pipeline looks whether it is being closed.
 constexpr Timeout kCheckEvery = std::chrono::milliseconds(20);
-
-std::string current_exception_text() {
-  try {
-    throw;
-  } catch (const std::exception& error) {
-    return error.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
 
 }  // namespace
 
@@ -112,7 +101,7 @@ struct EgressPipeline::State {
     try {
       return consumer(chunk);
     } catch (...) {
-      return Status(ErrorCode::internal, "the consumer threw: " + current_exception_text());
+      return Status(ErrorCode::internal, "the consumer threw: " + detail::current_exception_text());
     }
   }
 

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -83,17 +82,6 @@ bool still_pending(const TimelinePoint& point) {
   if (!point.timeline) return false;
   const Status polled = point.wait(Timeout::zero());
   return !polled.ok() && polled.code() != ErrorCode::timeline_failed;
-}
-
-// The message of the exception being handled.
-std::string current_exception_text() {
-  try {
-    throw;
-  } catch (const std::exception& error) {
-    return error.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
 }
 
 }  // namespace
@@ -212,7 +200,7 @@ struct IngressPipeline::State {
     try {
       return source(index);
     } catch (...) {
-      return Status(ErrorCode::internal, "the source threw: " + current_exception_text());
+      return Status(ErrorCode::internal, "the source threw: " + detail::current_exception_text());
     }
   }
 
