@@ -2,7 +2,9 @@
 # Runs on the GPU test machine, from the repository root, with .device/ and .gl/ present (made by
 # scripts/device-build.sh). Steps (all by default, or those named after OUTDIR):
 #   check      ferry info, unit tests, hello_transfer on every backend, the conformance suite with
-#              FERRY_REQUIRE=cpu,vulkan,cuda and Vulkan validation on
+#              FERRY_REQUIRE=cpu,vulkan,cuda and Vulkan validation on (the soak apart: see soak)
+#   soak       the soak (test_soak.cpp) on cpu, vulkan and cuda for FERRY_SOAK_SECONDS (default
+#              20) each, without the validation layer (it leaks), resident memory checked flat
 #   sanitize   the conformance suite on CUDA under compute-sanitizer memcheck, racecheck, synccheck
 #   bench      ferry bench transfer, ferry bench ingress and ferry bench egress on cuda and on
 #              vulkan (tables and JSON; extra arguments from FERRY_BENCH_ARGS for transfer, e.g.
@@ -17,7 +19,7 @@
 set -uo pipefail
 out=${1:?usage: scripts/device-run.sh OUTDIR [STEP...] (steps: see the top of this script)}
 shift
-steps=${*:-check sanitize bench}
+steps=${*:-check soak sanitize bench}
 mkdir -p "$out/logs"
 bin=.device/bin
 
@@ -51,7 +53,13 @@ for s in $steps; do
           --steps 12 --mib 64 --out "$out/egress-sample-$b"
         rm -rf "$out/egress-sample-$b"
       done
-      step conformance env FERRY_REQUIRE=cpu,vulkan,cuda FERRY_VALIDATION=1 "$bin/ferry_conformance"
+      step conformance env FERRY_REQUIRE=cpu,vulkan,cuda FERRY_VALIDATION=1 "$bin/ferry_conformance" \
+        --test-case-exclude='soak*'
+      ;;
+    soak)
+      step soak env FERRY_REQUIRE=cpu,vulkan,cuda FERRY_SOAK_SECONDS="${FERRY_SOAK_SECONDS:-20}" \
+        "$bin/ferry_conformance" --test-case='soak*'
+      grep -h 'soak on' "$out/logs/soak.log" | sed 's/^.*MESSAGE: /  /' >>"$out/summary.txt"
       ;;
     sanitize)
       # API errors are not reported: the bad-input tests provoke some on purpose (a 2^62-byte
@@ -59,7 +67,7 @@ for s in $steps; do
       for tool in memcheck racecheck synccheck; do
         step "sanitize-$tool" env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \
           compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 1 \
-          "$bin/ferry_conformance"
+          "$bin/ferry_conformance" --test-case-exclude='soak*'
       done
       ;;
     bench|bench-transfer|bench-ingress|bench-egress)
