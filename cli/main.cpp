@@ -40,6 +40,8 @@ constexpr const char* kHelp =
     "\n"
     "Environment:\n"
     "  FERRY_VALIDATION=1   enable the API's validation layer (Vulkan: Khronos validation)\n"
+    "  FERRY_FAULTS=...     fail calls on purpose to test error paths, e.g. submit=3 or\n"
+    "                       alloc=p0.01,seed=7 (sites alloc, submit, wait, thread)\n"
     "\n"
     "Exit status: 0 success, 1 error (library error or wrong data), 2 bad usage.\n";
 

@@ -267,7 +267,7 @@ Status DeviceState::dispatch(QueueState& queue, Submission&& submission) {
     commands.reserve(submission.commands.size());
     for (const auto& c : submission.commands) commands.push_back(c.command);
 
-    Status status = injected_fault(FaultSite::submit, "submit to the " + queue_name(queue.kind));
+    Status status = injected_fault(FaultSite::submit, "the backend refused the submission");
     if (status.ok()) status = core->impl->submit(queue.kind, {commands, waits, signals});
     if (status.ok()) {
       for (const auto& s : submission.signals) {

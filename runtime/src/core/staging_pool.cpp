@@ -47,9 +47,16 @@ void PoolState::give_back(Slab* slab, std::uint64_t offset, std::uint64_t size,
                           FreeRanges::node_type&& node) noexcept {
   {
     std::lock_guard lock(mutex);
-    node.key() = offset;
-    node.mapped() = size;
-    const auto it = slab->free_ranges.insert(std::move(node)).position;
+    FreeRanges::iterator it;
+    if (node.empty()) {
+      // Cannot happen (every lease gets its node with its range); kept so that a bug here loses
+      // no memory, at the price of an allocation.
+      it = slab->free_ranges.emplace(offset, size).first;
+    } else {
+      node.key() = offset;
+      node.mapped() = size;
+      it = slab->free_ranges.insert(std::move(node)).position;
+    }
     // Coalesce with the following and the preceding free range.
     if (auto next = std::next(it); next != slab->free_ranges.end() && it->first + it->second == next->first) {
       it->second += next->second;
