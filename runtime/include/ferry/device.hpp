@@ -97,11 +97,15 @@ class Device {
   Result<Timeline> create_timeline(std::uint64_t initial_value = 0) const;
   Result<StagingPool> create_staging_pool(const StagingPoolOptions& options) const;
 
-  // Waits until every submission on every queue has completed and retires their resources.
+  // Waits until every submission made so far on every queue has completed or failed, and retires
+  // their resources. Ok either way: a failure was reported to the work that failed.
   Status wait_idle(Timeout timeout = kInfinite) const;
 
-  // Drains the queues, then marks the device closed: later calls on it or on any of its
-  // objects return ErrorCode::device_closed. Native resources are freed with the last handle.
+  // Refuses new work from here on and fails submissions held back on timeline values nobody has
+  // submitted (nothing could release them any more), waits for the work in flight (it completes
+  // and can still be waited for), then marks the device closed: later calls on it or on any of
+  // its objects return ErrorCode::device_closed. Never waits for work that cannot complete; the
+  // timeout bounds the wait for work in flight. Native resources are freed with the last handle.
   Status close(Timeout timeout = kInfinite);
 
   bool is_open() const;

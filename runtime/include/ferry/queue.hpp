@@ -107,7 +107,9 @@ class Queue {
 
   // The queue's progress timeline: every submission on this queue signals its next value.
   Timeline progress() const;
-  // Waits until every submission made so far on this queue has completed.
+  // Waits until every submission made so far on this queue has completed or failed (ok either
+  // way: a failure was reported to the work that failed). ErrorCode::timeout while submissions
+  // are still held back on timeline values nobody has submitted when the timeout runs out.
   Status wait_idle(Timeout timeout = kInfinite) const;
 
   explicit operator bool() const { return device_ != nullptr; }
