@@ -185,7 +185,7 @@ Result<CommandList> EgressBench::record_compute(std::uint32_t slot, std::uint32_
                                                 std::uint32_t pattern) const {
   CommandList commands;
   for (std::uint32_t k = 0; k < fills; ++k) {
-    FERRY_RETURN_IF_ERROR(commands.fill(outputs_[slot], 0, settings_.output_bytes,
+    FERRY_RETURN_IF_ERROR(ferry::fill(commands, outputs_[slot], 0, settings_.output_bytes,
                                         k + 1 == fills ? pattern : ~pattern));
   }
   return commands;
@@ -230,7 +230,7 @@ Result<double> EgressBench::calibrate_fill() {
     CommandList commands;
     for (std::uint32_t k = 0; k < settings.commands; ++k) {
       FERRY_RETURN_IF_ERROR(
-          commands.fill(outputs_[k % outputs_.size()], 0, settings_.output_bytes, 0xC0FFEE00u + k));
+          ferry::fill(commands, outputs_[k % outputs_.size()], 0, settings_.output_bytes, 0xC0FFEE00u + k));
     }
     return commands;
   };
@@ -523,7 +523,7 @@ Result<DuplexResult> EgressBench::run_duplex(DuplexMode mode, const DuplexSettin
   IngressPipeline in;
   if (ingress) {
     IngressOptions options;
-    options.normalize = params;
+    FERRY_ASSIGN_OR_RETURN(options.transform, normalize_transform(params));
     IngressSource source = [&sources](std::uint64_t index) -> Result<std::optional<HostBatch>> {
       return std::optional<HostBatch>(HostBatch::pinned(sources[index % kSourceBatches]));
     };
@@ -565,7 +565,7 @@ Result<DuplexResult> EgressBench::run_duplex(DuplexMode mode, const DuplexSettin
     }
     if (last_read[slot].timeline) sync.wait.push_back(last_read[slot]);
     CommandList commands;
-    FERRY_RETURN_IF_ERROR(commands.fill(outputs[slot], 0, out_bytes, step_pattern(run, step)));
+    FERRY_RETURN_IF_ERROR(ferry::fill(commands, outputs[slot], 0, out_bytes, step_pattern(run, step)));
     FERRY_ASSIGN_OR_RETURN(last_done, compute_.submit(std::move(commands), sync));
     if (batch) FERRY_RETURN_IF_ERROR(batch->release(last_done));
     if (egress) {

@@ -273,7 +273,7 @@ Result<StreamResult> IngressBench::stream_upload_f32(const StreamSettings& setti
 
 Result<StreamResult> IngressBench::stream_ingress(bool pinned, const StreamSettings& settings) {
   IngressOptions options;
-  options.normalize = params_;
+  FERRY_ASSIGN_OR_RETURN(options.transform, normalize_transform(params_));
   options.depth = settings.depth;
   // Sources are cycled and never written, so they stay valid for as long as uploads read them.
   IngressSource source = [this, pinned](std::uint64_t index) -> Result<std::optional<HostBatch>> {
@@ -327,7 +327,7 @@ Result<KernelResult> IngressBench::run_normalize_kernel(ElementType output,
   auto record = [&]() -> Result<CommandList> {
     CommandList commands;
     for (std::uint32_t k = 0; k < settings.commands; ++k) {
-      FERRY_RETURN_IF_ERROR(commands.normalize(sources[k % sets], 0, targets[k % sets], 0, params));
+      FERRY_RETURN_IF_ERROR(ferry::normalize(commands, sources[k % sets], 0, targets[k % sets], 0, params));
     }
     return commands;
   };
@@ -425,7 +425,7 @@ Result<KernelResult> measure_device_copy(const Device& device, std::uint64_t byt
   {
     CommandList fills;
     for (const Buffer& source : sources) {
-      FERRY_RETURN_IF_ERROR(fills.fill(source, 0, bytes, 0x5a5a5a5a));
+      FERRY_RETURN_IF_ERROR(ferry::fill(fills, source, 0, bytes, 0x5a5a5a5a));
     }
     FERRY_ASSIGN_OR_RETURN(TimelinePoint done, compute.submit(std::move(fills)));
     FERRY_RETURN_IF_ERROR(done.wait(kWaitTimeout));

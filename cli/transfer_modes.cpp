@@ -181,7 +181,7 @@ Status TransferBench::copy_and_wait(const Queue& queue, const BufferRef& src,
 
 Status TransferBench::clear_device(const Buffer& buffer) const {
   CommandList commands;
-  FERRY_RETURN_IF_ERROR(commands.fill(buffer, 0, size_, 0));
+  FERRY_RETURN_IF_ERROR(ferry::fill(commands, buffer, 0, size_, 0));
   FERRY_ASSIGN_OR_RETURN(TimelinePoint done, compute_.submit(std::move(commands)));
   return done.wait(kWaitTimeout);
 }

@@ -5,7 +5,7 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
 
-#include "fill_push_constants.h"
+#include "fill_abi.h"
 
 layout(local_size_x = FERRY_FILL_WORKGROUP_SIZE) in;
 

@@ -9,7 +9,7 @@
 // of pixels.
 //
 // Two paths, chosen per dispatch by the host, each a pipeline of its own made from this shader
-// with specialization constants (runtime/src/vulkan/normalize_pipeline.hpp):
+// with specialization constants (runtime/src/vulkan/ops/normalize.hpp):
 // - the vector path, for interleaved tightly packed input (the common NHWC case) whose width is a
 //   multiple of the run length and whose words and vectors are all aligned: each work item is a
 //   run of 4 or 8 pixels of a row, loaded as 32-bit words and stored as 16-byte (or 8-byte)
@@ -29,12 +29,12 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
-#include "normalize_push_constants.h"
+#include "normalize_abi.h"
 #include "normalize_lut.h"
 
 layout(local_size_x = FERRY_NORMALIZE_DEFAULT_WORKGROUP_SIZE, local_size_x_id = 0) in;
 
-// The path (see normalize_push_constants.h for the constant ids): 0 channels is the element path.
+// The path (see normalize_abi.h for the constant ids): 0 channels is the element path.
 layout(constant_id = FERRY_NORMALIZE_CHANNELS_ID) const uint kVectorChannels = 0u;
 layout(constant_id = FERRY_NORMALIZE_RUN_PIXELS_ID) const uint kRunPixels = 4u;
 layout(constant_id = FERRY_NORMALIZE_STORE16_ID) const bool kStore16 = false;
@@ -78,7 +78,7 @@ void build_lut() {
 }
 
 // Moves a grid-walk position (work item `item` at (image, y, x)) one grid stride on, without
-// dividing: see step_x / step_rows / step_images in normalize_push_constants.h.
+// dividing: see step_x / step_rows / step_images in normalize_abi.h.
 void advance(inout uint item, inout uint x, inout uint y, inout uint image,
              const uint items_per_row) {
   item += gl_NumWorkGroups.x * gl_WorkGroupSize.x;

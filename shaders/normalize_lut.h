@@ -15,7 +15,7 @@
 #ifndef FERRY_SHADERS_NORMALIZE_LUT_H
 #define FERRY_SHADERS_NORMALIZE_LUT_H
 
-#include "normalize_push_constants.h"  // FERRY_NORMALIZE_FLOAT32 / FLOAT16 / BFLOAT16
+#include "normalize_abi.h"  // FERRY_NORMALIZE_FLOAT32 / FLOAT16 / BFLOAT16
 
 #ifdef __cplusplus
 #include <bit>

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "ferry/normalize.hpp"
+#include "ferry/ops/normalize.hpp"
 
 namespace ferry::cli {
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-namespace ferry::backend::cuda {
+namespace ferry::cuda {
 
 inline constexpr std::uint64_t kVectorBytes = 16;  // one uint4 store
 
@@ -28,4 +28,4 @@ __host__ __device__ inline ByteRangeSplit split_byte_range(std::uintptr_t addres
   return split;
 }
 
-}  // namespace ferry::backend::cuda
+}  // namespace ferry::cuda

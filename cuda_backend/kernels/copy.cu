@@ -4,7 +4,7 @@
 #include "copy_thread.cuh"
 #include "launch_grid.cuh"
 
-namespace ferry::backend::cuda {
+namespace ferry::cuda {
 namespace {
 
 __global__ void copy_kernel(unsigned char* dst, const unsigned char* src, std::uint64_t size,
@@ -32,4 +32,4 @@ cudaError_t launch_copy(void* dst, const void* src, std::uint64_t size, unsigned
   return cudaGetLastError();
 }
 
-}  // namespace ferry::backend::cuda
+}  // namespace ferry::cuda

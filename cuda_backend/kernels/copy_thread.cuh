@@ -7,7 +7,7 @@
 
 #include "byte_range.cuh"
 
-namespace ferry::backend::cuda {
+namespace ferry::cuda {
 
 // `vectorized`: src and dst have the same misalignment modulo 16, so `split` (computed for dst)
 // also aligns src. Otherwise the copy is byte-wise; a warp's byte accesses to consecutive
@@ -30,4 +30,4 @@ __host__ __device__ inline void copy_thread(unsigned char* dst, const unsigned c
   }
 }
 
-}  // namespace ferry::backend::cuda
+}  // namespace ferry::cuda

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace ferry::backend::cuda {
+namespace ferry::cuda {
 
 // Divides dividends below 2^31 by `divisor` (1 to 2^31): with l = ceil(log2(divisor)) and
 // multiplier = ceil(2^(31 + l) / divisor) (below 2^32), x * multiplier / 2^(31 + l) exceeds
@@ -34,4 +34,4 @@ __host__ __device__ inline std::uint32_t fast_divide(std::uint32_t dividend,
   return static_cast<std::uint32_t>((std::uint64_t{dividend} * fast.multiplier) >> fast.shift);
 }
 
-}  // namespace ferry::backend::cuda
+}  // namespace ferry::cuda

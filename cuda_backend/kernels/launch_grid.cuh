@@ -5,7 +5,7 @@
 
 #include "launch.hpp"
 
-namespace ferry::backend::cuda {
+namespace ferry::cuda {
 
 // Enough blocks for one work item per thread, at least one, at most max_blocks (the device's
 // SM count times a few: the kernels are grid-stride loops bound by memory bandwidth).
@@ -16,4 +16,4 @@ inline unsigned grid_blocks(std::uint64_t work_items, unsigned max_blocks) {
   return static_cast<unsigned>(wanted < limit ? wanted : limit);
 }
 
-}  // namespace ferry::backend::cuda
+}  // namespace ferry::cuda

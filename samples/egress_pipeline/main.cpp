@@ -139,10 +139,10 @@ std::uint64_t split(std::uint64_t size) { return size / 3; }
 ferry::Status record_compute(ferry::CommandList& list, const ferry::Buffer& output,
                              std::uint64_t step, std::uint64_t size) {
   for (std::uint32_t pass = 0; pass < kScratchFills; ++pass) {
-    FERRY_RETURN_IF_ERROR(list.fill(output, 0, size, 0xDEAD0000u + pass));
+    FERRY_RETURN_IF_ERROR(ferry::fill(list, output, 0, size, 0xDEAD0000u + pass));
   }
-  FERRY_RETURN_IF_ERROR(list.fill(output, 0, size, first_pattern(step)));
-  return list.fill(output, split(size), size - split(size), second_pattern(step));
+  FERRY_RETURN_IF_ERROR(ferry::fill(list, output, 0, size, first_pattern(step)));
+  return ferry::fill(list, output, split(size), size - split(size), second_pattern(step));
 }
 
 // What the host expects the step's file to hold.

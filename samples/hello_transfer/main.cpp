@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
 
   // 2: stamp bytes [10, 21) with a pattern on the compute queue once the upload is done.
   CommandList stamp;
-  if (Status s = stamp.fill(*buffer, 10, 11, 0xA1B2C3D4); !s.ok()) return fail(s);
+  if (Status s = ferry::fill(stamp, *buffer, 10, 11, 0xA1B2C3D4); !s.ok()) return fail(s);
   auto stamped = device->queue(QueueKind::compute)
                      .submit(std::move(stamp), {.wait = {{*steps, 1}}, .signal = {{*steps, 2}}});
   if (!stamped.ok()) return fail(stamped.status());

@@ -308,7 +308,9 @@ int run(const Options& options) {
   if (!readback_pool.ok()) return fail(readback_pool.status());
 
   IngressOptions ingress;
-  ingress.normalize = params;
+  auto transform = normalize_transform(params);
+  if (!transform.ok()) return fail(transform.status());
+  ingress.transform = std::move(transform).value();
   ingress.depth = 4;  // batch 0 is held for the check until the end: 3 tensors keep flowing
   ingress.pool = *upload_pool;
   const std::span<const std::byte> batch_bytes(batch);
@@ -342,7 +344,9 @@ int run(const Options& options) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   // Check: read batch 0 back and undo the normalization on the host.
-  const NormalizeShape& shape = first.shape();
+  auto resolved = resolve_normalize(params);
+  if (!resolved.ok()) return fail(resolved.status());
+  const NormalizeShape& shape = *resolved;
   std::vector<float> tensor(shape.elements());
   const std::span<std::byte> tensor_bytes(reinterpret_cast<std::byte*>(tensor.data()),
                                           shape.output_bytes);

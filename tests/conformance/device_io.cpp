@@ -49,7 +49,7 @@ Result<Buffer> device_buffer_with(const ferry::Device& device, std::span<const s
 Status fill_and_wait(const ferry::Device& device, const ferry::BufferRef& dst, std::uint64_t offset,
                      std::uint64_t size, std::uint32_t pattern) {
   CommandList commands;
-  FERRY_RETURN_IF_ERROR(commands.fill(dst, offset, size, pattern));
+  FERRY_RETURN_IF_ERROR(ferry::fill(commands, dst, offset, size, pattern));
   FERRY_ASSIGN_OR_RETURN(const ferry::TimelinePoint done,
                          device.queue(QueueKind::compute).submit(std::move(commands)));
   return done.wait(kLongWait);

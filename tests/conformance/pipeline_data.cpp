@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "device_io.hpp"
-#include "normalize_truth.hpp"
+#include "ops/normalize_truth.hpp"
 #include "test_data.hpp"
 
 namespace ferry_test {
@@ -36,7 +36,7 @@ void check_batch(BackendUnderTest& t, const ferry::IngressBatch& batch,
   INFO("batch " << batch.index() << ": " << describe(params));
   REQUIRE_OK(batch.ready().wait(kLongWait));
   const auto actual =
-      REQUIRE_VALUE(read_bytes(t.device, batch.tensor(), 0, batch.shape().output_bytes));
+      REQUIRE_VALUE(read_bytes(t.device, batch.tensor(), 0, batch.tensor_bytes()));
   check_bytes_equal(actual, expected_output(params, input), "ingress tensor");
 }
 

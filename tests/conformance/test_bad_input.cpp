@@ -58,11 +58,11 @@ TEST_CASE("bad copies: zero size, out of range, overflow, overlap; nothing recor
 
     // Fills: zero size, out of range, overflow.
     CommandList fills;
-    CHECK_ERROR(fills.fill(a, 0, 0, 1), ErrorCode::invalid_argument);
-    CHECK_ERROR(fills.fill(a, 0, 1001, 1), ErrorCode::out_of_range);
-    CHECK_ERROR(fills.fill(a, 1000, 1, 1), ErrorCode::out_of_range);
-    CHECK_ERROR(fills.fill(a, kMax, 2, 1), ErrorCode::out_of_range);
-    CHECK_ERROR(fills.fill(a, 8, kMax - 4, 1), ErrorCode::out_of_range);
+    CHECK_ERROR(ferry::fill(fills, a, 0, 0, 1), ErrorCode::invalid_argument);
+    CHECK_ERROR(ferry::fill(fills, a, 0, 1001, 1), ErrorCode::out_of_range);
+    CHECK_ERROR(ferry::fill(fills, a, 1000, 1, 1), ErrorCode::out_of_range);
+    CHECK_ERROR(ferry::fill(fills, a, kMax, 2, 1), ErrorCode::out_of_range);
+    CHECK_ERROR(ferry::fill(fills, a, 8, kMax - 4, 1), ErrorCode::out_of_range);
     CHECK(fills.empty());
 
     // Leases are bounded by their own size, not their slab's.
@@ -98,7 +98,7 @@ TEST_CASE("released buffers and moved-from leases are refused with released") {
     CommandList commands;
     CHECK_ERROR(commands.copy(gone, 0, a, 0, 16), ErrorCode::released);
     CHECK_ERROR(commands.copy(a, 0, gone, 0, 16), ErrorCode::released);
-    CHECK_ERROR(commands.fill(gone, 0, 16, 0), ErrorCode::released);
+    CHECK_ERROR(ferry::fill(commands, gone, 0, 16, 0), ErrorCode::released);
     CHECK_ERROR(gone.host_span(), ErrorCode::released);
 
     Buffer taken = std::move(host);
@@ -117,7 +117,7 @@ TEST_CASE("released buffers and moved-from leases are refused with released") {
     CHECK(lease.data().empty());
     CHECK_ERROR(commands.copy(lease, 0, a, 0, 16), ErrorCode::released);
     CHECK_ERROR(commands.copy(a, 0, lease, 0, 16), ErrorCode::released);
-    CHECK_ERROR(commands.fill(lease, 0, 16, 0), ErrorCode::released);
+    CHECK_ERROR(ferry::fill(commands, lease, 0, 16, 0), ErrorCode::released);
     moved.release();
     CHECK_ERROR(commands.copy(moved, 0, a, 0, 16), ErrorCode::released);
     CHECK(commands.empty());
@@ -152,7 +152,7 @@ TEST_CASE("bad submissions and transfers fail cleanly; earlier work still comple
       INFO("queue ", ferry::to_string(kind));
       Buffer scratch = REQUIRE_VALUE(t.device.create_buffer(64));
       CommandList fill;
-      REQUIRE_OK(fill.fill(scratch, 0, 64, 0));
+      REQUIRE_OK(ferry::fill(fill, scratch, 0, 64, 0));
       const Timeline failed = REQUIRE_VALUE(t.device.create_timeline());
       const auto result =
           t.device.queue(kind).submit(std::move(fill), {.wait = {}, .signal = {{failed, 1}}});

@@ -109,7 +109,7 @@ void run_worker(const ferry::Device& device, const StagingPool& pool, Worker& wo
     const auto pattern = static_cast<std::uint32_t>(rng());
     ferry_test::apply_fill(it.expected, fill_offset, fill_size, pattern);
     CommandList compute;
-    WORKER_TRY(compute.fill(it.device, fill_offset, fill_size, pattern), "record fill");
+    WORKER_TRY(ferry::fill(compute, it.device, fill_offset, fill_size, pattern), "record fill");
     WORKER_TRY(device.queue(QueueKind::compute)
                    .submit(std::move(compute), {.wait = {{worker.uploaded, value}},
                                                 .signal = {{worker.computed, value}}}),

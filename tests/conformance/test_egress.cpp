@@ -100,7 +100,7 @@ Produced produce(BackendUnderTest& t, std::uint64_t size) {
   const std::uint64_t fill_offset = ferry_test::uniform(t.rng, 0, size - fill_size);
   const auto pattern = static_cast<std::uint32_t>(t.rng());
   CommandList commands;
-  REQUIRE_OK(commands.fill(p.output, fill_offset, fill_size, pattern));
+  REQUIRE_OK(ferry::fill(commands, p.output, fill_offset, fill_size, pattern));
   p.ready = REQUIRE_VALUE(t.device.queue(QueueKind::compute).submit(std::move(commands)));
   ferry_test::apply_fill(p.expected, fill_offset, fill_size, pattern);
   return p;
@@ -183,7 +183,7 @@ TEST_CASE("egress: a slow consumer holds the producer back; reused outputs are n
       const auto pattern = static_cast<std::uint32_t>(t.rng());
       patterns.push_back(pattern);
       CommandList commands;
-      REQUIRE_OK(commands.fill(outputs[step % 2], 0, kSize, pattern));
+      REQUIRE_OK(ferry::fill(commands, outputs[step % 2], 0, kSize, pattern));
       ferry::SubmitSync sync;
       if (read[step % 2].timeline) sync.wait.push_back(read[step % 2]);
       const ferry::TimelinePoint ready = REQUIRE_VALUE(

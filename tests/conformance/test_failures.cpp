@@ -63,7 +63,7 @@ Status record_normalize(const Device& device, const NormalizeParams& params, boo
   allocated = src.ok() && dst.ok();
   if (!allocated) return Status();
   CommandList list;
-  Status recorded = list.normalize(*src, 0, *dst, 0, params);
+  Status recorded = ferry::normalize(list, *src, 0, *dst, 0, params);
   CHECK(list.empty() == !recorded.ok());
   return recorded;
 }
@@ -82,7 +82,7 @@ std::pair<Buffer, TimelinePoint> filled(const Device& device, std::uint64_t size
                                         std::uint32_t pattern) {
   Buffer buffer = REQUIRE_VALUE(device.create_buffer(size));
   CommandList fill;
-  REQUIRE_OK(fill.fill(buffer, 0, size, pattern));
+  REQUIRE_OK(ferry::fill(fill, buffer, 0, size, pattern));
   const TimelinePoint done = REQUIRE_VALUE(device.queue(QueueKind::compute).submit(std::move(fill)));
   return {std::move(buffer), done};
 }
@@ -114,7 +114,7 @@ TEST_CASE("failures: a normalize over the device's limits is refused when record
     }
     CHECK_ERROR(recorded, ErrorCode::resource_exhausted);
     CHECK(recorded.message().find("maxStorageBufferRange") != std::string::npos);
-    CHECK(recorded.message().find("CommandList::normalize") != std::string::npos);
+    CHECK(recorded.message().find("ferry::normalize") != std::string::npos);
 
     // Nothing was submitted, so the compute queue and every timeline are as they were.
     CHECK_OK(ferry_test::fill_and_wait(t.device, REQUIRE_VALUE(t.device.create_buffer(256)), 0,
@@ -123,7 +123,7 @@ TEST_CASE("failures: a normalize over the device's limits is refused when record
 
     // A pipeline of that shape is refused when made, not at its first batch.
     IngressOptions options;
-    options.normalize = over;
+    options.transform = REQUIRE_VALUE(ferry::normalize_transform(over));
     options.depth = 2;
     const auto pipeline = IngressPipeline::create(
         t.device, options, [](std::uint64_t) -> ferry::Result<std::optional<HostBatch>> {
@@ -139,9 +139,10 @@ TEST_CASE("failures: a batch released with another device's point is an error fo
     const Device other = REQUIRE_VALUE(t.open_another());
     const Timeline foreign = REQUIRE_VALUE(other.create_timeline());
     IngressOptions options;
-    options.normalize = ferry_test::awkward_params(t.rng);
+    const ferry::NormalizeParams params = ferry_test::awkward_params(t.rng);
+    options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
     options.depth = 2;
-    const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(options.normalize));
+    const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
     const auto batches = ferry_test::make_batches(t.rng, 12, shape.input_bytes);
     IngressPipeline pipeline = REQUIRE_VALUE(
         IngressPipeline::create(t.device, options, ferry_test::pageable_source(batches)));
@@ -149,7 +150,7 @@ TEST_CASE("failures: a batch released with another device's point is an error fo
       std::optional<IngressBatch> batch = REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait));
       REQUIRE(batch.has_value());
       CHECK(batch->index() == i);
-      ferry_test::check_batch(t, *batch, options.normalize, batches[i]);
+      ferry_test::check_batch(t, *batch, params, batches[i]);
       if (i % 4 == 2) {
         CHECK_ERROR(batch->release(TimelinePoint{foreign, 1}), ErrorCode::invalid_argument);
         CHECK(static_cast<bool>(*batch));  // still held
@@ -275,8 +276,9 @@ TEST_CASE("failures: several threads closing one egress pipeline at once all ret
 TEST_CASE("failures: a throwing source or consumer fails only its own batch or step") {
   ferry_test::for_each_backend([](BackendUnderTest& t) {
     IngressOptions options;
-    options.normalize = ferry_test::awkward_params(t.rng);
-    const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(options.normalize));
+    const ferry::NormalizeParams params = ferry_test::awkward_params(t.rng);
+    options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
+    const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
     const auto batches = ferry_test::make_batches(t.rng, 6, shape.input_bytes);
     IngressPipeline ingress = REQUIRE_VALUE(IngressPipeline::create(
         t.device, options, [&](std::uint64_t index) -> ferry::Result<std::optional<HostBatch>> {
@@ -299,7 +301,7 @@ TEST_CASE("failures: a throwing source or consumer fails only its own batch or s
       }
       std::optional<IngressBatch> batch = REQUIRE_VALUE(std::move(next));
       REQUIRE(batch.has_value());
-      ferry_test::check_batch(t, *batch, options.normalize, batches[i]);
+      ferry_test::check_batch(t, *batch, params, batches[i]);
     }
     CHECK_FALSE(REQUIRE_VALUE(ingress.next(ferry_test::kLongWait)).has_value());
 
@@ -385,8 +387,9 @@ TEST_CASE("failures: callbacks may close their own pipeline; waiting calls from 
 
     // A source calls next (refused) and close on its own pipeline.
     IngressOptions options;
-    options.normalize = ferry_test::awkward_params(t.rng);
-    const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(options.normalize));
+    const ferry::NormalizeParams params = ferry_test::awkward_params(t.rng);
+    options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
+    const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
     const auto batches = ferry_test::make_batches(t.rng, 4, shape.input_bytes);
     std::promise<IngressPipeline*> made;
     std::shared_future<IngressPipeline*> pipeline_made = made.get_future().share();
@@ -433,7 +436,8 @@ TEST_CASE("failures: threads that cannot be started are errors, and nothing is l
       CHECK(ferry::fault_counts().injected[static_cast<int>(ferry::FaultSite::thread)] == 1);
     }
     IngressOptions ingress_options;
-    ingress_options.normalize = ferry_test::awkward_params(t.rng);
+    const ferry::NormalizeParams ingress_params = ferry_test::awkward_params(t.rng);
+    ingress_options.transform = REQUIRE_VALUE(ferry::normalize_transform(ingress_params));
     auto source = [](std::uint64_t) -> ferry::Result<std::optional<HostBatch>> {
       return std::optional<HostBatch>();
     };
@@ -460,16 +464,16 @@ TEST_CASE("failures: empty handles answer with errors or documented empty values
   IngressBatch empty;
   CHECK_FALSE(static_cast<bool>(empty));
   CHECK_FALSE(empty.tensor().valid());
-  CHECK(empty.shape().output_bytes == 0);
+  CHECK(empty.tensor_bytes() == 0);
   CHECK_FALSE(static_cast<bool>(empty.ready().timeline));
   CHECK_OK(empty.release(TimelinePoint{}));
   empty.release();
   CommandList list;
-  CHECK_ERROR(list.fill(empty.tensor(), 0, 4, 0), ErrorCode::released);
+  CHECK_ERROR(ferry::fill(list, empty.tensor(), 0, 4, 0), ErrorCode::released);
 
   IngressPipeline no_pipeline;
   CHECK_ERROR(no_pipeline.next(std::chrono::milliseconds(1)), ErrorCode::released);
-  CHECK(no_pipeline.shape().output_bytes == 0);
+  CHECK(no_pipeline.tensor_bytes() == 0);
   no_pipeline.close();
   IngressPipeline moved_to = std::move(no_pipeline);
   CHECK_ERROR(moved_to.next(std::chrono::milliseconds(1)), ErrorCode::released);
@@ -483,8 +487,9 @@ TEST_CASE("failures: empty handles answer with errors or documented empty values
 
   ferry_test::for_each_backend([](BackendUnderTest& t) {
     IngressOptions options;
-    options.normalize = ferry_test::awkward_params(t.rng);
-    const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(options.normalize));
+    const ferry::NormalizeParams params = ferry_test::awkward_params(t.rng);
+    options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
+    const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
     const auto batches = ferry_test::make_batches(t.rng, 1, shape.input_bytes);
     IngressPipeline pipeline = REQUIRE_VALUE(
         IngressPipeline::create(t.device, options, ferry_test::pageable_source(batches)));
@@ -494,8 +499,8 @@ TEST_CASE("failures: empty handles answer with errors or documented empty values
     CHECK_FALSE(batch->tensor().valid());  // NOLINT(bugprone-use-after-move): tested
     CHECK(taken.tensor().valid());
     IngressPipeline moved = std::move(pipeline);
-    CHECK(pipeline.shape().output_bytes == 0);  // NOLINT(bugprone-use-after-move): tested
-    CHECK(moved.shape().output_bytes == shape.output_bytes);
+    CHECK(pipeline.tensor_bytes() == 0);  // NOLINT(bugprone-use-after-move): tested
+    CHECK(moved.tensor_bytes() == shape.output_bytes);
     taken.release();
     CHECK_FALSE(taken.tensor().valid());
   });
@@ -537,8 +542,9 @@ TEST_CASE("failures: timeouts of any length wait for the event; negative ones do
 
       // IngressPipeline::next
       IngressOptions options;
-      options.normalize = ferry_test::awkward_params(t.rng);
-      const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(options.normalize));
+      const ferry::NormalizeParams params = ferry_test::awkward_params(t.rng);
+      options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
+      const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
       const auto batches = ferry_test::make_batches(t.rng, 1, shape.input_bytes);
       start = Clock::now();
       IngressPipeline ingress = REQUIRE_VALUE(IngressPipeline::create(

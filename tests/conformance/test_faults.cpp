@@ -16,7 +16,7 @@
 
 #include "device_io.hpp"
 #include "harness.hpp"
-#include "normalize_truth.hpp"
+#include "ops/normalize_truth.hpp"
 #include "pipeline_data.hpp"
 #include "test_data.hpp"
 
@@ -103,7 +103,7 @@ Status chain_job(JobContext& job) {
                             .submit(std::move(up), {.wait = {}, .signal = {{steps, 1}}})
                             .status());
   CommandList fill;
-  FERRY_RETURN_IF_ERROR(fill.fill(middle, fill_at, fill_size, 0xC0FFEE11u));
+  FERRY_RETURN_IF_ERROR(ferry::fill(fill, middle, fill_at, fill_size, 0xC0FFEE11u));
   FERRY_RETURN_IF_ERROR(job.device.queue(QueueKind::compute)
                             .submit(std::move(fill), {.wait = {{steps, 1}}, .signal = {{steps, 2}}})
                             .status());
@@ -123,11 +123,12 @@ Status chain_job(JobContext& job) {
 // Three batches through an ingress pipeline, each checked against the normalize truth.
 Status ingress_job(JobContext& job) {
   IngressOptions options;
-  options.normalize = ferry_test::awkward_params(job.rng);
+  const ferry::NormalizeParams params = ferry_test::awkward_params(job.rng);
+  FERRY_ASSIGN_OR_RETURN(options.transform, ferry::normalize_transform(params));
   options.depth = 2;
   FERRY_ASSIGN_OR_RETURN(options.pool, job.pool(MemoryKind::host_upload, 1 << 14, 2));
   FERRY_ASSIGN_OR_RETURN(const ferry::NormalizeShape shape,
-                         ferry::resolve_normalize(options.normalize));
+                         ferry::resolve_normalize(params));
   const auto batches = ferry_test::make_batches(job.rng, 3, shape.input_bytes);
   FERRY_ASSIGN_OR_RETURN(IngressPipeline pipeline,
                          IngressPipeline::create(job.device, options,
@@ -145,7 +146,7 @@ Status ingress_job(JobContext& job) {
     FERRY_RETURN_IF_ERROR(batch.ready().wait(ferry_test::kLongWait));
     FERRY_ASSIGN_OR_RETURN(const std::vector<std::byte> tensor,
                            ferry_test::read_bytes(job.device, batch.tensor(), 0, shape.output_bytes));
-    if (!same_bytes(tensor, ferry_test::expected_output(options.normalize, batches[batch.index()]),
+    if (!same_bytes(tensor, ferry_test::expected_output(params, batches[batch.index()]),
                     "ingress job")) {
       return Status(ErrorCode::internal, "wrong data");
     }
@@ -158,7 +159,7 @@ Status egress_job(JobContext& job) {
   const std::uint64_t size = ferry_test::log_uniform_size(job.rng, 100, 50000);
   FERRY_ASSIGN_OR_RETURN(Buffer output, job.device.create_buffer(size));
   CommandList fill;
-  FERRY_RETURN_IF_ERROR(fill.fill(output, 0, size, 0x5EED5EEDu));
+  FERRY_RETURN_IF_ERROR(ferry::fill(fill, output, 0, size, 0x5EED5EEDu));
   FERRY_ASSIGN_OR_RETURN(const TimelinePoint written,
                          job.device.queue(QueueKind::compute).submit(std::move(fill)));
   std::vector<std::byte> expected(size);
@@ -294,10 +295,11 @@ TEST_CASE("faults: an ingress batch the backend refuses fails alone; the stream 
     for (const std::uint64_t failing_submit : {1, 2}) {
       INFO("batch 3's submission " << failing_submit << " fails");
       IngressOptions options;
-      options.normalize = ferry_test::awkward_params(t.rng);
+      const ferry::NormalizeParams params = ferry_test::awkward_params(t.rng);
+      options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
       options.depth = 8;
       options.transfer.chunk_bytes = 1 << 20;  // one chunk per batch
-      const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(options.normalize));
+      const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
       const auto batches = ferry_test::make_batches(t.rng, 8, shape.input_bytes);
       std::optional<ferry_test::ScopedFaultPlan> faults;
       IngressPipeline pipeline = REQUIRE_VALUE(IngressPipeline::create(
@@ -321,7 +323,7 @@ TEST_CASE("faults: an ingress batch the backend refuses fails alone; the stream 
       }
       CHECK_FALSE(REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait)).has_value());
       for (const IngressBatch& batch : held) {
-        ferry_test::check_batch(t, batch, options.normalize, batches[batch.index()]);
+        ferry_test::check_batch(t, batch, params, batches[batch.index()]);
       }
       // The compute queue serves other work as before.
       CHECK_OK(ferry_test::fill_and_wait(t.device, REQUIRE_VALUE(t.device.create_buffer(64)), 0,

@@ -8,7 +8,7 @@
 
 #include "device_io.hpp"
 #include "harness.hpp"
-#include "normalize_truth.hpp"
+#include "ops/normalize_truth.hpp"
 #include "pipeline_data.hpp"
 #include "test_data.hpp"
 
@@ -31,13 +31,14 @@ TEST_CASE("ingress: pageable batches arrive in order, bit exact, then the stream
     for (std::uint32_t depth : {2u, 3u}) {
       INFO("depth " << depth);
       IngressOptions options;
-      options.normalize = awkward_params(t.rng);
+      ferry::NormalizeParams params = awkward_params(t.rng);
       options.depth = depth;
       // A small pool and chunks, so batches cross several leases.
       options.pool = REQUIRE_VALUE(t.device.create_staging_pool(ferry_test::small_pool(
           ferry::MemoryKind::host_upload, 4096, 3)));
       options.transfer.chunk_bytes = 1000;
-      const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(options.normalize));
+      const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
+      options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
       const auto batches = make_batches(t.rng, 9, shape.input_bytes);
       std::vector<std::byte> scratch(shape.input_bytes);
       IngressPipeline pipeline = REQUIRE_VALUE(IngressPipeline::create(
@@ -52,7 +53,7 @@ TEST_CASE("ingress: pageable batches arrive in order, bit exact, then the stream
         std::optional<IngressBatch> batch = REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait));
         REQUIRE(batch.has_value());
         CHECK(batch->index() == i);
-        check_batch(t, *batch, options.normalize, batches[i]);
+        check_batch(t, *batch, params, batches[i]);
       }
       CHECK_FALSE(REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait)).has_value());
       CHECK_FALSE(REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait)).has_value());
@@ -66,10 +67,11 @@ TEST_CASE("ingress: pageable batches arrive in order, bit exact, then the stream
 TEST_CASE("ingress: pinned batches are uploaded by DMA and consumers queue behind ready") {
   ferry_test::for_each_backend([](BackendUnderTest& t) {
     IngressOptions options;
-    options.normalize = awkward_params(t.rng);
-    options.normalize.output_type = ferry::ElementType::float32;
-    options.normalize.output_layout = ImageLayout::nhwc;
-    const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(options.normalize));
+    ferry::NormalizeParams params = awkward_params(t.rng);
+    params.output_type = ferry::ElementType::float32;
+    params.output_layout = ImageLayout::nhwc;
+    const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
+    options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
     const auto batches = make_batches(t.rng, 6, shape.input_bytes);
     // Each batch in its own host buffer at an odd offset.
     std::vector<ferry::Buffer> pinned;
@@ -105,7 +107,7 @@ TEST_CASE("ingress: pinned batches are uploaded by DMA and consumers queue behin
       REQUIRE_OK(copied[i].wait(ferry_test::kLongWait));
       ferry_test::check_bytes_equal(
           REQUIRE_VALUE(ferry_test::read_bytes(t.device, copies[i], 0, shape.output_bytes)),
-          ferry_test::expected_output(options.normalize, batches[i]), "consumer's copy");
+          ferry_test::expected_output(params, batches[i]), "consumer's copy");
     }
   });
 }
@@ -113,9 +115,10 @@ TEST_CASE("ingress: pinned batches are uploaded by DMA and consumers queue behin
 TEST_CASE("ingress: a slow consumer holds the producer back and nothing it holds is overwritten") {
   ferry_test::for_each_backend([](BackendUnderTest& t) {
     IngressOptions options;
-    options.normalize = awkward_params(t.rng);
+    ferry::NormalizeParams params = awkward_params(t.rng);
     options.depth = 2;
-    const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(options.normalize));
+    const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
+    options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
     const auto batches = make_batches(t.rng, 6, shape.input_bytes);
     std::atomic<std::uint64_t> calls{0};
     IngressPipeline pipeline = REQUIRE_VALUE(IngressPipeline::create(
@@ -132,8 +135,8 @@ TEST_CASE("ingress: a slow consumer holds the producer back and nothing it holds
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     CHECK(calls.load() == 2);
     CHECK(pipeline.next(std::chrono::milliseconds(20)).status().code() == ferry::ErrorCode::timeout);
-    check_batch(t, *first, options.normalize, batches[0]);
-    check_batch(t, *second, options.normalize, batches[1]);
+    check_batch(t, *first, params, batches[0]);
+    check_batch(t, *second, params, batches[1]);
 
     // Release the first with a consumer point that is not reached yet: batch 2 may be produced
     // into its tensor but must not be written there until the point is reached.
@@ -148,16 +151,16 @@ TEST_CASE("ingress: a slow consumer holds the producer back and nothing it holds
     CHECK(third->ready().wait(std::chrono::milliseconds(50)).code() == ferry::ErrorCode::timeout);
     ferry_test::check_bytes_equal(
         REQUIRE_VALUE(ferry_test::read_bytes(t.device, held, 0, shape.output_bytes)),
-        ferry_test::expected_output(options.normalize, batches[0]),
+        ferry_test::expected_output(params, batches[0]),
         "released tensor before its consumer finished");
     REQUIRE_OK(consumer.signal(1));
-    check_batch(t, *third, options.normalize, batches[2]);
+    check_batch(t, *third, params, batches[2]);
     second.reset();
     third.reset();
     for (std::size_t i = 3; i < batches.size(); ++i) {
       std::optional<IngressBatch> batch = REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait));
       REQUIRE(batch.has_value());
-      check_batch(t, *batch, options.normalize, batches[i]);
+      check_batch(t, *batch, params, batches[i]);
     }
     CHECK_FALSE(REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait)).has_value());
   });
@@ -166,8 +169,9 @@ TEST_CASE("ingress: a slow consumer holds the producer back and nothing it holds
 TEST_CASE("ingress: a failing batch surfaces at that batch and the stream goes on") {
   ferry_test::for_each_backend([](BackendUnderTest& t) {
     IngressOptions options;
-    options.normalize = awkward_params(t.rng);
-    const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(options.normalize));
+    ferry::NormalizeParams params = awkward_params(t.rng);
+    const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
+    options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
     const auto batches = make_batches(t.rng, 6, shape.input_bytes);
     IngressPipeline pipeline = REQUIRE_VALUE(IngressPipeline::create(
         t.device, options, [&](std::uint64_t index) -> ferry::Result<std::optional<HostBatch>> {
@@ -193,7 +197,7 @@ TEST_CASE("ingress: a failing batch surfaces at that batch and the stream goes o
       std::optional<IngressBatch> batch = REQUIRE_VALUE(std::move(next));
       REQUIRE(batch.has_value());
       CHECK(batch->index() == i);
-      check_batch(t, *batch, options.normalize, batches[i]);
+      check_batch(t, *batch, params, batches[i]);
     }
     CHECK_FALSE(REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait)).has_value());
   });
@@ -202,9 +206,10 @@ TEST_CASE("ingress: a failing batch surfaces at that batch and the stream goes o
 TEST_CASE("ingress: closing with work in flight, and bad options") {
   ferry_test::for_each_backend([](BackendUnderTest& t) {
     IngressOptions options;
-    options.normalize = awkward_params(t.rng);
+    ferry::NormalizeParams params = awkward_params(t.rng);
     options.pool = REQUIRE_VALUE(t.device.create_staging_pool(ferry_test::small_pool()));
-    const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(options.normalize));
+    const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
+    options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
     const auto input = ferry_test::random_bytes(t.rng, shape.input_bytes);
     for (int held = 0; held <= 3; ++held) {
       INFO("batches held at close: " << held);
@@ -219,7 +224,7 @@ TEST_CASE("ingress: closing with work in flight, and bad options") {
       }
       pipeline.close();  // the producer may be blocked on a free tensor or mid-upload
       CHECK(pipeline.next().status().code() == ferry::ErrorCode::failed_precondition);
-      for (const IngressBatch& batch : taken) check_batch(t, batch, options.normalize, input);
+      for (const IngressBatch& batch : taken) check_batch(t, batch, params, input);
       taken.clear();
       REQUIRE_OK(t.device.wait_idle(ferry_test::kLongWait));
       CHECK(options.pool->stats().bytes_in_use == 0);
@@ -231,8 +236,14 @@ TEST_CASE("ingress: closing with work in flight, and bad options") {
     IngressOptions bad = options;
     bad.depth = 1;
     CHECK_ERROR(IngressPipeline::create(t.device, bad, source), ferry::ErrorCode::invalid_argument);
+    ferry::NormalizeParams bad_params = params;
+    bad_params.std[0] = 0;
+    CHECK_ERROR(ferry::normalize_transform(bad_params), ferry::ErrorCode::invalid_argument);
     bad = options;
-    bad.normalize.std[0] = 0;
+    bad.transform.record = nullptr;  // a transform that records nothing
+    CHECK_ERROR(IngressPipeline::create(t.device, bad, source), ferry::ErrorCode::invalid_argument);
+    bad = options;
+    bad.transform.output_bytes = 0;
     CHECK_ERROR(IngressPipeline::create(t.device, bad, source), ferry::ErrorCode::invalid_argument);
     CHECK_ERROR(IngressPipeline::create(t.device, options, nullptr),
                 ferry::ErrorCode::invalid_argument);

@@ -120,8 +120,8 @@ TEST_CASE("sizes near 2^64: commands and transfers") {
         CHECK_ERROR(list.copy(a, small, b, 0, big), ErrorCode::out_of_range);
         CHECK_ERROR(list.copy(lease, big, a, 0, 4), ErrorCode::out_of_range);
         CHECK_ERROR(list.copy(a, 0, lease, small, big), ErrorCode::out_of_range);
-        CHECK_ERROR(list.fill(a, big, small + 1, 7), ErrorCode::out_of_range);
-        CHECK_ERROR(list.fill(a, small, big, 7), ErrorCode::out_of_range);
+        CHECK_ERROR(ferry::fill(list, a, big, small + 1, 7), ErrorCode::out_of_range);
+        CHECK_ERROR(ferry::fill(list, a, small, big, 7), ErrorCode::out_of_range);
         CHECK(list.empty());
         CHECK_ERROR(ferry::upload(upload_queue, upload_pool, data, b, big), ErrorCode::out_of_range);
         CHECK_ERROR(ferry::download(download_queue, readback_pool, a, big, host),

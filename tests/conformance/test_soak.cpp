@@ -20,7 +20,7 @@
 
 #include "device_io.hpp"
 #include "harness.hpp"
-#include "normalize_truth.hpp"
+#include "ops/normalize_truth.hpp"
 #include "pipeline_data.hpp"
 #include "test_data.hpp"
 
@@ -92,7 +92,7 @@ void soak_round(BackendUnderTest& t, std::mt19937_64& rng) {
     std::uint64_t value = 0;
     for (int i = 0; i < 8; ++i) {
       CommandList fill;
-      REQUIRE_OK(fill.fill(target, 0, size, 0x01010101u * static_cast<std::uint32_t>(i)));
+      REQUIRE_OK(ferry::fill(fill, target, 0, size, 0x01010101u * static_cast<std::uint32_t>(i)));
       REQUIRE_OK(device.queue(QueueKind::compute)
                      .submit(std::move(fill), {.wait = {{chain, value}}, .signal = {{chain, value + 1}}}));
       CommandList copy;
@@ -108,8 +108,9 @@ void soak_round(BackendUnderTest& t, std::mt19937_64& rng) {
 
     // Ingress: three batches.
     ferry::IngressOptions ingress_options;
-    ingress_options.normalize = ferry_test::awkward_params(rng);
-    const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(ingress_options.normalize));
+    const ferry::NormalizeParams ingress_params = ferry_test::awkward_params(rng);
+    ingress_options.transform = REQUIRE_VALUE(ferry::normalize_transform(ingress_params));
+    const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(ingress_params));
     const auto batches = ferry_test::make_batches(rng, 3, shape.input_bytes);
     ferry::IngressPipeline ingress = REQUIRE_VALUE(ferry::IngressPipeline::create(
         device, ingress_options, ferry_test::pageable_source(batches)));
@@ -119,7 +120,7 @@ void soak_round(BackendUnderTest& t, std::mt19937_64& rng) {
       REQUIRE_OK(batch->ready().wait(ferry_test::kLongWait));
       ferry_test::check_bytes_equal(
           REQUIRE_VALUE(ferry_test::read_bytes(device, batch->tensor(), 0, shape.output_bytes)),
-          ferry_test::expected_output(ingress_options.normalize, batches[i]), "soak ingress");
+          ferry_test::expected_output(ingress_params, batches[i]), "soak ingress");
     }
 
     // Egress: three steps of the chain's last output.

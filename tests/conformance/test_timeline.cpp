@@ -141,7 +141,7 @@ TEST_CASE("timeline: cross-queue chains run in timeline order, waits submitted b
             .submit(std::move(down), {.wait = {{computed, 1}}, .signal = {{downloaded, 1}}}));
     CommandList compute;
     REQUIRE_OK(compute.copy(a, 0, b, 0, size));
-    REQUIRE_OK(compute.fill(b, 1000, 777, 0x0BADF00Du));
+    REQUIRE_OK(ferry::fill(compute, b, 1000, 777, 0x0BADF00Du));
     REQUIRE_OK(
         t.device.queue(QueueKind::compute)
             .submit(std::move(compute), {.wait = {{uploaded, 1}}, .signal = {{computed, 1}}}));
@@ -171,11 +171,11 @@ TEST_CASE("timeline: signal values must increase in submission order") {
     const Timeline timeline = REQUIRE_VALUE(t.device.create_timeline());
     Buffer buffer = REQUIRE_VALUE(t.device.create_buffer(64));
     CommandList first;
-    REQUIRE_OK(first.fill(buffer, 0, 64, 1));
+    REQUIRE_OK(ferry::fill(first, buffer, 0, 64, 1));
     REQUIRE_OK(t.device.queue(QueueKind::compute)
                    .submit(std::move(first), {.wait = {}, .signal = {{timeline, 3}}}));
     CommandList lower;
-    REQUIRE_OK(lower.fill(buffer, 0, 64, 2));
+    REQUIRE_OK(ferry::fill(lower, buffer, 0, 64, 2));
     CHECK_ERROR(t.device.queue(QueueKind::compute)
                     .submit(std::move(lower), {.wait = {}, .signal = {{timeline, 2}}}),
                 ErrorCode::invalid_argument);
@@ -201,7 +201,7 @@ TEST_CASE("timeline: a rejected submission changes nothing; its values stay free
 
     // Value 2: rejected (a fill is not allowed on the upload queue): nothing changes.
     CommandList bad;
-    REQUIRE_OK(bad.fill(buffer, 0, 16, 0));
+    REQUIRE_OK(ferry::fill(bad, buffer, 0, 16, 0));
     CHECK_ERROR(t.device.queue(QueueKind::upload)
                     .submit(std::move(bad), {.wait = {}, .signal = {{timeline, 2}}}),
                 ErrorCode::invalid_argument);
@@ -218,7 +218,7 @@ TEST_CASE("timeline: a rejected submission changes nothing; its values stay free
     const TimelinePoint waited = REQUIRE_VALUE(
         t.device.queue(QueueKind::download).submit(std::move(waiting), {.wait = {{timeline, 2}}, .signal = {}}));
     CommandList second;
-    REQUIRE_OK(second.fill(other, 0, 16, 0x01020304u));
+    REQUIRE_OK(ferry::fill(second, other, 0, 16, 0x01020304u));
     REQUIRE_OK(t.device.queue(QueueKind::compute)
                    .submit(std::move(second), {.wait = {}, .signal = {{timeline, 2}}}));
     CHECK_OK(timeline.wait(2, ferry_test::kLongWait));
@@ -314,14 +314,14 @@ TEST_CASE("timeline: a held-back submission whose wait fails fails in turn, and 
     Buffer held_target =
         REQUIRE_VALUE(ferry_test::device_buffer_with(t.device, ferry_test::poison_bytes(size, 9)));
     CommandList held;
-    REQUIRE_OK(held.fill(held_target, 0, size, 7));
+    REQUIRE_OK(ferry::fill(held, held_target, 0, size, 7));
     const TimelinePoint held_point = REQUIRE_VALUE(
         t.device.queue(QueueKind::compute)
             .submit(std::move(held), {.wait = {{gate, 2}}, .signal = {{after, 1}}}));
     // Behind it on the same queue: held back by queue order, released with it, and run.
     Buffer behind_target = REQUIRE_VALUE(t.device.create_buffer(size));
     CommandList behind;
-    REQUIRE_OK(behind.fill(behind_target, 0, size, 0xA1B2C3D4u));
+    REQUIRE_OK(ferry::fill(behind, behind_target, 0, size, 0xA1B2C3D4u));
     const TimelinePoint behind_point =
         REQUIRE_VALUE(t.device.queue(QueueKind::compute).submit(std::move(behind)));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -346,7 +346,7 @@ TEST_CASE("timeline: a held-back submission whose wait fails fails in turn, and 
     // Both timelines take later values.
     REQUIRE_OK(gate.signal(3));
     CommandList next;
-    REQUIRE_OK(next.fill(scratch, 0, 64, 1));
+    REQUIRE_OK(ferry::fill(next, scratch, 0, 64, 1));
     REQUIRE_OK(t.device.queue(QueueKind::compute)
                    .submit(std::move(next), {.wait = {{gate, 3}}, .signal = {{after, 2}}}));
     CHECK_OK(after.wait(2, ferry_test::kLongWait));

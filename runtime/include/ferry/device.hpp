@@ -62,6 +62,10 @@ struct BackendInfo {
 // Every backend compiled in, whether it can be used here, and its devices.
 std::vector<BackendInfo> list_backends();
 
+// The names of the ops every backend implements (ferry/ops/: "fill", "normalize"), for
+// Device::supports.
+std::vector<std::string_view> list_ops();
+
 enum class MessageSeverity : std::uint8_t { info, warning, error };
 
 struct DeviceOptions {
@@ -96,6 +100,11 @@ class Device {
                                       MemoryKind kind = MemoryKind::host_upload) const;
   Result<Timeline> create_timeline(std::uint64_t initial_value = 0) const;
   Result<StagingPool> create_staging_pool(const StagingPoolOptions& options) const;
+
+  // Whether this device can run the op named `op` (list_ops()): ok, or ErrorCode::unavailable
+  // with the reason (a device feature the op's kernel needs, say), known when the device opens;
+  // recording the op then fails with the same error. invalid_argument for a name that is no op.
+  Status supports(std::string_view op) const;
 
   // Waits until every submission made so far on every queue has completed or failed, and retires
   // their resources. Ok either way: a failure was reported to the work that failed.

@@ -1,12 +1,14 @@
-// IngressPipeline: streams uint8 image batches from the host to normalized tensors on the device.
+// IngressPipeline: streams host batches to device tensors, overlapped and bounded.
 //
 // For each batch a producer thread asks the application's source for the host bytes, uploads
 // them on the upload queue (pageable memory through the staging pool, pinned memory by DMA
-// directly), then normalizes them on the compute queue into one of `depth` device tensors. The
-// application takes batches in order with next(); each comes with the timeline point at which its
-// tensor is ready, so the application queues its own GPU work behind it without a host wait.
+// directly), then runs the pipeline's transform on the compute queue into one of `depth` device
+// tensors: normalize (uint8 images to float tensors, normalize_transform in ferry/ops/normalize.hpp)
+// or any other op. The application takes batches in order with next(); each comes with the
+// timeline point at which its tensor is ready, so the application queues its own GPU work behind
+// it without a host wait.
 //
-// With depth 3, batch i+1 uploads while batch i normalizes and the application consumes batch
+// With depth 3, batch i+1 uploads while batch i is transformed and the application consumes batch
 // i-1. The pipeline is bounded: a tensor is reused only after the application has released the
 // batch that used it (and after the GPU work the release names has completed), so a slow
 // consumer slows the producer and nothing is overwritten while in use.
@@ -18,10 +20,10 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "ferry/buffer.hpp"
 #include "ferry/device.hpp"
-#include "ferry/normalize.hpp"
 #include "ferry/queue.hpp"
 #include "ferry/staging_pool.hpp"
 #include "ferry/status.hpp"
@@ -30,7 +32,18 @@
 
 namespace ferry {
 
-// The host bytes of one batch, laid out as IngressOptions::normalize.input describes.
+// The step that turns an uploaded batch (input_bytes of device memory) into the batch's tensor
+// (output_bytes): recorded once per batch, on the compute queue.
+struct IngressTransform {
+  std::string name = "transform";  // for messages
+  std::uint64_t input_bytes = 0;   // host bytes per batch, uploaded as they are
+  std::uint64_t output_bytes = 0;  // bytes of a batch's tensor
+  // Records the transform of input[0, input_bytes) into output[0, output_bytes).
+  std::function<Status(CommandList& commands, const BufferRef& input, const BufferRef& output)>
+      record;
+};
+
+// The host bytes of one batch: IngressTransform::input_bytes of them.
 class HostBatch {
  public:
   // Ordinary memory: copied into the staging pool (by several threads, overlapped with the
@@ -67,7 +80,7 @@ class HostBatch {
 using IngressSource = std::function<Result<std::optional<HostBatch>>(std::uint64_t index)>;
 
 struct IngressOptions {
-  NormalizeParams normalize;       // the same shape and factors for every batch
+  IngressTransform transform;      // e.g. normalize_transform(params) (ferry/ops/normalize.hpp)
   std::uint32_t depth = 3;         // device tensors in flight, including those the app holds (>= 2)
   std::optional<StagingPool> pool; // host_upload pool for pageable batches; made on first need
   TransferOptions transfer;        // chunking and host threads of pageable uploads
@@ -84,12 +97,12 @@ class IngressBatch {
   ~IngressBatch();
 
   std::uint64_t index() const { return index_; }
-  // The normalized tensor (IngressOptions::normalize's output type and layout, tightly packed,
-  // shape().output_bytes long) at offset 0 of this buffer. Valid until release(). On an empty
-  // batch (default-constructed, moved from or released) an empty Buffer, which every call
-  // refuses with ErrorCode::released.
+  // The transformed tensor, tensor_bytes() long, at offset 0 of this buffer. Valid until
+  // release(). On an empty batch (default-constructed, moved from or released) an empty Buffer,
+  // which every call refuses with ErrorCode::released.
   const Buffer& tensor() const;
-  const NormalizeShape& shape() const { return shape_; }
+  // IngressTransform::output_bytes; 0 on an empty batch.
+  std::uint64_t tensor_bytes() const { return tensor_bytes_; }
   // The tensor holds the batch from here on (compute queue).
   const TimelinePoint& ready() const { return ready_; }
   // The upload has read the host bytes: pinned source memory may be reused from here on.
@@ -111,7 +124,7 @@ class IngressBatch {
   friend class IngressPipeline;
   struct Slot;
   std::uint64_t index_ = 0;
-  NormalizeShape shape_;
+  std::uint64_t tensor_bytes_ = 0;
   TimelinePoint ready_;
   TimelinePoint input_consumed_;
   std::shared_ptr<Slot> slot_;
@@ -119,9 +132,9 @@ class IngressBatch {
 
 class IngressPipeline {
  public:
-  // Validates the options (normalize parameters included, and that the device can run that
-  // normalize: a limit of the backend is an error here, not at the first batch) and starts the
-  // producer thread (ErrorCode::resource_exhausted when no thread can be started).
+  // Validates the options (the transform is recorded once, never submitted, so a transform the
+  // device cannot run is an error here, not at the first batch) and starts the producer thread
+  // (ErrorCode::resource_exhausted when no thread can be started).
   static Result<IngressPipeline> create(const Device& device, const IngressOptions& options,
                                         IngressSource source);
 
@@ -142,8 +155,9 @@ class IngressPipeline {
   // that call: the pipeline stops once the source returns.
   void close() noexcept;
 
-  // The output shape; an empty shape on a moved-from pipeline.
-  const NormalizeShape& shape() const;
+  // The transform's input and output sizes per batch; 0 on a moved-from pipeline.
+  std::uint64_t input_bytes() const;
+  std::uint64_t tensor_bytes() const;
 
   struct State;
 

@@ -1,4 +1,5 @@
-// Queue and CommandList: record copies and kernels, submit them with timeline waits and signals.
+// Queue and CommandList: record copies and ops (ferry/ops/: fill, normalize), submit them with
+// timeline waits and signals.
 //
 // Commands of one submission run in the order recorded, each seeing the results of the ones
 // before it. Submissions on one queue run one after another in submission order, like a CUDA
@@ -11,7 +12,6 @@
 #include <vector>
 
 #include "ferry/buffer.hpp"
-#include "ferry/normalize.hpp"
 #include "ferry/staging_pool.hpp"
 #include "ferry/status.hpp"
 #include "ferry/timeline.hpp"
@@ -23,6 +23,7 @@ namespace detail {
 struct DeviceCore;
 struct DeviceState;
 struct RecordedCommand;
+struct OpRecorder;
 }  // namespace detail
 
 // Names memory for a command: a whole Buffer, or a Lease (a range of a staging pool's slab).
@@ -52,21 +53,6 @@ class CommandList {
   Status copy(const BufferRef& src, std::uint64_t src_offset, const BufferRef& dst,
               std::uint64_t dst_offset, std::uint64_t size);
 
-  // Fills [offset, offset + size) with the little-endian 32-bit `pattern` repeated; the byte at
-  // offset + i gets byte (i % 4) of the pattern. Any byte offset and size. Runs as a compute
-  // kernel on the compute queue (the Vulkan shader / CUDA kernel path).
-  Status fill(const BufferRef& dst, std::uint64_t offset, std::uint64_t size,
-              std::uint32_t pattern);
-
-  // Normalizes a batch of uint8 images (ferry/normalize.hpp): reads the batch described by
-  // params.input starting at src_offset of src, writes the output tensor, tightly packed, at
-  // dst_offset of dst (a multiple of the output element size). Either side may be device memory
-  // or host memory the device can read (a lease or host buffer: the kernel then reads it over
-  // the bus). Runs on the compute queue. Errors (nothing recorded): any invalid parameter (see
-  // resolve_normalize / normalize_factors), ranges outside src or dst, src and dst overlapping.
-  Status normalize(const BufferRef& src, std::uint64_t src_offset, const BufferRef& dst,
-                   std::uint64_t dst_offset, const NormalizeParams& params);
-
   bool empty() const noexcept;
   std::size_t size() const noexcept;
 
@@ -75,6 +61,8 @@ class CommandList {
   const std::shared_ptr<detail::DeviceCore>& device() const { return device_; }
 
  private:
+  friend struct detail::OpRecorder;  // ops record through core (runtime/src/core/op_record.hpp)
+
   std::unique_ptr<std::vector<detail::RecordedCommand>> commands_;
   std::shared_ptr<detail::DeviceCore> device_;  // set by the first command
 };

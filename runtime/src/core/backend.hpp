@@ -30,7 +30,7 @@
 #include "core/describe.hpp"
 #include "core/threads.hpp"
 #include "ferry/device.hpp"
-#include "ferry/normalize.hpp"
+#include "ops/op_list.hpp"
 #include "ferry/status.hpp"
 #include "ferry/types.hpp"
 
@@ -61,57 +61,27 @@ struct CopyCommand {
   std::uint64_t size = 0;
 };
 
-// Byte-granular fill: the byte at dst_offset + i gets byte (i % 4) of pattern (little endian).
-struct FillCommand {
-  BackendBuffer* dst = nullptr;
-  std::uint64_t offset = 0;
-  std::uint64_t size = 0;
-  std::uint32_t pattern = 0;
+// How an op uses a binding (for hazard tracking and core's overlap checks).
+enum class Access : std::uint8_t { read, write, read_write };
+
+// A range of a buffer an op reads or writes; ops/<op>.hpp says what each of an op's bindings is.
+struct Binding {
+  BackendBuffer* buffer = nullptr;
+  std::uint64_t offset = 0;  // the first byte the op may touch
+  std::uint64_t size = 0;    // bytes from `offset` the op may touch
+  Access access = Access::read;
 };
 
-// normalize (ferry/normalize.hpp) with everything resolved by core: the crop origin is folded
-// into src_offset, pitches are explicit, factors are computed. Output element (n, c, y, x), with
-// x < width and y < height, is
-//   convert(fma(float(src[src_offset + n*image_stride + c*channel_stride + y*row_stride
-//                          + x' * pixel_stride]), scale[c], bias[c]))
-// with x' = mirror ? width - 1 - x : x, stored at element index
-//   nchw: ((n * channels + c) * height + y) * width + x
-//   nhwc: ((n * height + y) * width + x) * channels + c
-// of dst, counted from dst_offset (a multiple of the element size). Core has checked that every
-// byte read lies in src, every element written lies in dst, and the two do not overlap.
-struct NormalizeCommand {
-  BackendBuffer* src = nullptr;
-  std::uint64_t src_offset = 0;
-  BackendBuffer* dst = nullptr;
-  std::uint64_t dst_offset = 0;
-  std::uint32_t batch = 0;
-  std::uint32_t channels = 0;
-  std::uint32_t height = 0;
-  std::uint32_t width = 0;
-  std::uint64_t image_stride = 0;
-  std::uint64_t channel_stride = 0;
-  std::uint64_t row_stride = 0;
-  std::uint32_t pixel_stride = 0;
-  bool mirror = false;
-  ElementType output_type = ElementType::float32;
-  ImageLayout output_layout = ImageLayout::nchw;
-  std::array<float, kMaxNormalizeChannels> scale{};
-  std::array<float, kMaxNormalizeChannels> bias{};
+// An op (ops/op_list.hpp): its arguments and the memory it touches. Core has checked every
+// binding against its buffer and that no written binding overlaps another.
+struct OpCommand {
+  ops::OpArgs args;
+  std::vector<Binding> bindings;
 
-  // Bytes from src_offset to one past the last byte read.
-  std::uint64_t input_span() const noexcept {
-    return std::uint64_t{batch - 1} * image_stride + std::uint64_t{channels - 1} * channel_stride +
-           std::uint64_t{height - 1} * row_stride + std::uint64_t{width - 1} * pixel_stride + 1;
-  }
-  std::uint64_t output_elements() const noexcept {
-    return std::uint64_t{batch} * channels * height * width;
-  }
-  std::uint64_t output_bytes() const noexcept {
-    return output_elements() * element_size(output_type);
-  }
+  ops::OpKind kind() const noexcept { return static_cast<ops::OpKind>(args.index()); }
 };
 
-using Command = std::variant<CopyCommand, FillCommand, NormalizeCommand>;
+using Command = std::variant<CopyCommand, OpCommand>;
 
 struct TimelineValue {
   BackendTimeline* timeline = nullptr;
@@ -146,11 +116,19 @@ class BackendDevice {
     return Status(ErrorCode::unavailable, "this backend cannot register host memory");
   }
 
-  // Checks, when a command is recorded, what the backend already knows it cannot run on this
-  // device (a missing feature; a limit such as Vulkan's storage-buffer window), so the error goes
-  // to the caller recording it instead of failing a submission later. May run on any thread,
+  // Whether this device can run `op` at all: ok, or ErrorCode::unavailable saying what is
+  // missing (a device feature the op's shader needs, say). Known when the device opens; asked by
+  // Device::supports and before recording each op. The default: every op runs.
+  virtual Status op_support(ops::OpKind op) const {
+    (void)op;
+    return Status();
+  }
+
+  // Checks, when a supported op is recorded, what the backend already knows it cannot run with
+  // these arguments (a limit such as Vulkan's storage-buffer window), so the error goes to the
+  // caller recording it instead of failing a submission later. May run on any thread,
   // concurrently with everything else. The default accepts every command.
-  virtual Status check_command(const Command& command) const {
+  virtual Status check_command(const OpCommand& command) const {
     (void)command;
     return Status();
   }

@@ -69,6 +69,10 @@ std::vector<BackendInfo> list_backends() {
   return out;
 }
 
+std::vector<std::string_view> list_ops() {
+  return {std::begin(ops::kOpNames), std::end(ops::kOpNames)};
+}
+
 Result<Device> Device::open(std::string_view backend_name, int index,
                             const DeviceOptions& options) {
   const detail::DriverEntry* chosen = nullptr;
@@ -272,6 +276,17 @@ Status Device::close(Timeout timeout) {
   core.changed.notify_all();
   state_->retire();
   return drained;
+}
+
+Status Device::supports(std::string_view op) const {
+  if (!state_) return Status(ErrorCode::released, "Device::supports: no device");
+  for (std::size_t kind = 0; kind < ops::kOpCount; ++kind) {
+    if (ops::kOpNames[kind] == op) {
+      return state_->core->impl->op_support(static_cast<ops::OpKind>(kind));
+    }
+  }
+  return Status(ErrorCode::invalid_argument,
+                "Device::supports: '" + std::string(op) + "' is no op of this ferry");
 }
 
 bool Device::is_open() const {

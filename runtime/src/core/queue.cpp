@@ -1,8 +1,10 @@
-// CommandList recording and validation; Queue submission, holding back, dispatch and retirement.
+// CommandList and its copies (ops record through core/op_record.hpp); Queue submission, holding
+// back, dispatch and retirement.
 #include <algorithm>
 #include <string>
 
 #include "core/faults.hpp"
+#include "core/op_record.hpp"
 #include "core/state.hpp"
 #include "ferry/queue.hpp"
 
@@ -34,38 +36,8 @@ CommandList::~CommandList() = default;
 bool CommandList::empty() const noexcept { return !commands_ || commands_->empty(); }
 std::size_t CommandList::size() const noexcept { return commands_ ? commands_->size() : 0; }
 
-namespace {
-
-// Checks that `ref` is live and that [offset, offset + size) lies inside it.
-Status check_range(const BufferRef& ref, const char* call, const char* role,
-                   std::uint64_t offset, std::uint64_t size) {
-  if (!ref.buffer) {
-    return Status(ErrorCode::released, std::string(call) + ": the " + role + " " + ref.what +
-                                           " was released or moved from");
-  }
-  if (!detail::range_within(offset, size, ref.size)) {
-    return Status(ErrorCode::out_of_range, std::string(call) + ": " + role + " range " +
-                                               detail::describe_range(offset, size) +
-                                               " is outside the " + std::to_string(ref.size) +
-                                               "-byte " + ref.what);
-  }
-  return Status();
-}
-
-Status check_open(detail::DeviceCore& device, const char* call) {
-  std::lock_guard lock(device.mutex);
-  return device.closing ? device.closed_error(call) : Status();
-}
-
-// Asks the backend, at record time, whether it can run the command on this device.
-Status check_with_backend(const detail::DeviceCore& device, const backend::Command& command,
-                          const char* call) {
-  Status status = device.impl->check_command(command);
-  if (!status.ok()) status.with_context(call);
-  return status;
-}
-
-}  // namespace
+using detail::check_open;
+using detail::check_range;
 
 Status CommandList::copy(const BufferRef& src, std::uint64_t src_offset, const BufferRef& dst,
                          std::uint64_t dst_offset, std::uint64_t size) {
@@ -95,102 +67,10 @@ Status CommandList::copy(const BufferRef& src, std::uint64_t src_offset, const B
   recorded.command = backend::CopyCommand{src.buffer->impl.get(), src_abs, dst.buffer->impl.get(),
                                           dst_abs, size};
   recorded.buffers = {src.buffer, dst.buffer};
-  recorded.leases = {src.lease, dst.lease};
+  for (const BufferRef* side : {&src, &dst}) {
+    if (side->lease) recorded.leases.push_back(side->lease);
+  }
   recorded.name = "copy";
-  commands_->push_back(std::move(recorded));
-  return Status();
-}
-
-Status CommandList::fill(const BufferRef& dst, std::uint64_t offset, std::uint64_t size,
-                         std::uint32_t pattern) {
-  static constexpr const char* kCall = "CommandList::fill";
-  if (size == 0) return Status(ErrorCode::invalid_argument, "CommandList::fill: size must be > 0");
-  FERRY_RETURN_IF_ERROR(check_range(dst, kCall, "destination", offset, size));
-  if (device_ && device_ != dst.buffer->device) {
-    return Status(ErrorCode::invalid_argument,
-                  "CommandList::fill: the list already holds commands for another device");
-  }
-  FERRY_RETURN_IF_ERROR(check_open(*dst.buffer->device, kCall));
-  const backend::FillCommand command{dst.buffer->impl.get(), dst.base + offset, size, pattern};
-  FERRY_RETURN_IF_ERROR(check_with_backend(*dst.buffer->device, command, kCall));
-  device_ = dst.buffer->device;
-  RecordedCommand recorded;
-  recorded.command = command;
-  recorded.buffers = {dst.buffer, nullptr};
-  recorded.leases = {dst.lease, nullptr};
-  recorded.needs_compute = true;
-  recorded.name = "fill";
-  commands_->push_back(std::move(recorded));
-  return Status();
-}
-
-Status CommandList::normalize(const BufferRef& src, std::uint64_t src_offset,
-                              const BufferRef& dst, std::uint64_t dst_offset,
-                              const NormalizeParams& params) {
-  static constexpr const char* kCall = "CommandList::normalize";
-  // Parameter errors read "normalize: ..." (resolve_normalize's wording).
-  FERRY_ASSIGN_OR_RETURN(const NormalizeShape shape_value, resolve_normalize(params));
-  FERRY_ASSIGN_OR_RETURN(const NormalizeFactors factors_value, normalize_factors(params));
-  const NormalizeShape* shape = &shape_value;
-  const NormalizeFactors* factors = &factors_value;
-  FERRY_RETURN_IF_ERROR(check_range(src, kCall, "source", src_offset, shape->input_bytes));
-  FERRY_RETURN_IF_ERROR(check_range(dst, kCall, "destination", dst_offset, shape->output_bytes));
-  const std::uint32_t element = element_size(params.output_type);
-  if ((dst.base + dst_offset) % element != 0) {
-    return Status(ErrorCode::invalid_argument,
-                  std::string(kCall) + ": destination offset " +
-                      std::to_string(dst.base + dst_offset) + " is not a multiple of the " +
-                      std::to_string(element) + "-byte " +
-                      std::string(to_string(params.output_type)) + " element");
-  }
-  if (src.buffer->device != dst.buffer->device) {
-    return Status(ErrorCode::invalid_argument,
-                  std::string(kCall) + ": source and destination belong to different devices");
-  }
-  if (device_ && device_ != src.buffer->device) {
-    return Status(ErrorCode::invalid_argument,
-                  std::string(kCall) + ": the list already holds commands for another device");
-  }
-  FERRY_RETURN_IF_ERROR(check_open(*src.buffer->device, kCall));
-  const std::uint64_t src_abs = src.base + src_offset;
-  const std::uint64_t dst_abs = dst.base + dst_offset;
-  if (src.buffer == dst.buffer && src_abs < dst_abs + shape->output_bytes &&
-      dst_abs < src_abs + shape->input_bytes) {
-    return Status(ErrorCode::invalid_argument,
-                  std::string(kCall) + ": source " +
-                      detail::describe_range(src_abs, shape->input_bytes) + " and destination " +
-                      detail::describe_range(dst_abs, shape->output_bytes) +
-                      " overlap in the same buffer");
-  }
-
-  backend::NormalizeCommand command;
-  command.pixel_stride = static_cast<std::uint32_t>(shape->pixel_stride);
-  command.channel_stride = shape->channel_stride;
-  command.row_stride = shape->row_stride;
-  command.image_stride = shape->image_stride;
-  command.src = src.buffer->impl.get();
-  command.src_offset = src_abs + std::uint64_t{params.crop.y} * command.row_stride +
-                       std::uint64_t{params.crop.x} * command.pixel_stride;
-  command.dst = dst.buffer->impl.get();
-  command.dst_offset = dst_abs;
-  command.batch = shape->batch;
-  command.channels = shape->channels;
-  command.height = shape->height;
-  command.width = shape->width;
-  command.mirror = params.mirror;
-  command.output_type = params.output_type;
-  command.output_layout = params.output_layout;
-  command.scale = factors->scale;
-  command.bias = factors->bias;
-
-  FERRY_RETURN_IF_ERROR(check_with_backend(*src.buffer->device, command, kCall));
-  device_ = src.buffer->device;
-  RecordedCommand recorded;
-  recorded.command = command;
-  recorded.buffers = {src.buffer, dst.buffer};
-  recorded.leases = {src.lease, dst.lease};
-  recorded.needs_compute = true;
-  recorded.name = "normalize";
   commands_->push_back(std::move(recorded));
   return Status();
 }

@@ -126,11 +126,12 @@ struct PoolState : std::enable_shared_from_this<PoolState> {
                  FreeRanges::node_type&& node) noexcept;
 };
 
-// One recorded command with what it keeps alive.
+// One recorded command with what it keeps alive until its submission completes: every buffer
+// and lease it uses, however many.
 struct RecordedCommand {
   backend::Command command;
-  std::array<std::shared_ptr<BufferState>, 2> buffers;
-  std::array<std::shared_ptr<LeaseState>, 2> leases;
+  std::vector<std::shared_ptr<BufferState>> buffers;
+  std::vector<std::shared_ptr<LeaseState>> leases;
   bool needs_compute = false;
   const char* name = "copy";
 };

@@ -18,10 +18,21 @@
 #include <vector>
 
 #include "core/backend.hpp"
-#include "cpu/cpu_normalize.hpp"
 
-namespace ferry::backend {
+namespace ferry::cpu {
 namespace {
+
+using backend::BackendBuffer;
+using backend::BackendDevice;
+using backend::BackendTimeline;
+using backend::Binding;
+using backend::Command;
+using backend::CopyCommand;
+using backend::Driver;
+using backend::OpCommand;
+using backend::ProbeResult;
+using backend::Submission;
+using backend::TimelineValue;
 
 constexpr std::size_t kCpuAlignment = 256;  // as GPU allocations: leases stay 256-byte aligned
 
@@ -77,21 +88,36 @@ class CpuTimeline final : public BackendTimeline {
   std::uint64_t value_;
 };
 
-// The reference semantics of the fill op: byte offset + i gets byte (i % 4) of the pattern.
-void fill_bytes(std::byte* dst, std::uint64_t size, std::uint32_t pattern) {
-  std::byte block[64];
-  for (std::size_t i = 0; i < sizeof block; ++i) {
-    block[i] = static_cast<std::byte>((pattern >> (8 * (i % 4))) & 0xffu);
+// Runs an op's CPU reference (ops/<op>.cpp). A listed op without one does not compile.
+struct RunOnCpu {
+  template <typename Args>
+  auto operator()(const Args& args, std::span<const std::span<std::byte>> bindings) const
+      -> decltype(ops::run_on_cpu(args, bindings)) {
+    return ops::run_on_cpu(args, bindings);
   }
-  std::uint64_t done = 0;
-  while (done < size) {
-    const std::uint64_t n = std::min<std::uint64_t>(sizeof block, size - done);
-    std::memcpy(dst + done, block, n);  // block length is a multiple of 4: phase is kept
-    done += n;
+};
+static_assert(ops::handles_every_op<RunOnCpu, std::span<const std::span<std::byte>>>,
+              "an op in ops/op_list.hpp has no CPU reference (ops::run_on_cpu)");
+
+std::byte* memory_of(backend::BackendBuffer* buffer) { return static_cast<CpuBuffer*>(buffer)->data(); }
+
+void run_command(const Command& command) {
+  if (const auto* copy = std::get_if<CopyCommand>(&command)) {
+    std::memcpy(memory_of(copy->dst) + copy->dst_offset, memory_of(copy->src) + copy->src_offset,
+                copy->size);
+    return;
   }
+  const OpCommand& op = std::get<OpCommand>(command);  // the other alternative
+  std::vector<std::span<std::byte>> bindings;
+  bindings.reserve(op.bindings.size());
+  for (const Binding& binding : op.bindings) {
+    bindings.emplace_back(memory_of(binding.buffer) + binding.offset, binding.size);
+  }
+  std::visit([&](const auto& args) { RunOnCpu{}(args, bindings); }, op.args);
 }
 
-struct Job {
+// A submission waiting its turn on a queue's thread.
+struct QueuedSubmission {
   std::vector<Command> commands;
   std::vector<TimelineValue> waits;
   std::vector<TimelineValue> signals;
@@ -120,10 +146,10 @@ class CpuQueue {
     return Status();
   }
 
-  void push(Job job) {
+  void push(QueuedSubmission submission) {
     {
       std::lock_guard lock(mutex_);
-      jobs_.push_back(std::move(job));
+      queued_.push_back(std::move(submission));
     }
     wake_.notify_one();
   }
@@ -131,39 +157,31 @@ class CpuQueue {
  private:
   void run() {
     for (;;) {
-      Job job;
+      QueuedSubmission submission;
       {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;  // stopping, and everything submitted has run
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
+        wake_.wait(lock, [this] { return stopping_ || !queued_.empty(); });
+        if (queued_.empty()) return;  // stopping, and everything submitted has run
+        submission = std::move(queued_.front());
+        queued_.pop_front();
       }
-      execute(job);
+      execute(submission);
     }
   }
 
-  static void execute(const Job& job) {
-    for (const auto& wait : job.waits) (void)wait.timeline->host_wait(wait.value, kInfinite);
-    for (const auto& command : job.commands) {
-      if (const auto* copy = std::get_if<CopyCommand>(&command)) {
-        std::memcpy(static_cast<CpuBuffer*>(copy->dst)->data() + copy->dst_offset,
-                    static_cast<CpuBuffer*>(copy->src)->data() + copy->src_offset, copy->size);
-      } else if (const auto* fill = std::get_if<FillCommand>(&command)) {
-        fill_bytes(static_cast<CpuBuffer*>(fill->dst)->data() + fill->offset, fill->size,
-                   fill->pattern);
-      } else {
-        const auto& normalize = std::get<NormalizeCommand>(command);
-        cpu::run_normalize(normalize, static_cast<CpuBuffer*>(normalize.src)->data(),
-                           static_cast<CpuBuffer*>(normalize.dst)->data());
-      }
+  static void execute(const QueuedSubmission& submission) {
+    for (const auto& wait : submission.waits) {
+      (void)wait.timeline->host_wait(wait.value, kInfinite);
     }
-    for (const auto& signal : job.signals) static_cast<CpuTimeline*>(signal.timeline)->set(signal.value);
+    for (const Command& command : submission.commands) run_command(command);
+    for (const auto& signal : submission.signals) {
+      static_cast<CpuTimeline*>(signal.timeline)->set(signal.value);
+    }
   }
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Job> jobs_;
+  std::deque<QueuedSubmission> queued_;
   bool stopping_ = false;
   std::thread worker_;
 };
@@ -224,11 +242,11 @@ class CpuDevice final : public BackendDevice {
   }
 
   Status submit(QueueKind queue, const Submission& submission) override {
-    Job job;
-    job.commands.assign(submission.commands.begin(), submission.commands.end());
-    job.waits.assign(submission.waits.begin(), submission.waits.end());
-    job.signals.assign(submission.signals.begin(), submission.signals.end());
-    queues_[static_cast<int>(queue)].push(std::move(job));
+    QueuedSubmission queued;
+    queued.commands.assign(submission.commands.begin(), submission.commands.end());
+    queued.waits.assign(submission.waits.begin(), submission.waits.end());
+    queued.signals.assign(submission.signals.begin(), submission.signals.end());
+    queues_[static_cast<int>(queue)].push(std::move(queued));
     return Status();
   }
 
@@ -251,6 +269,10 @@ class CpuDriver final : public Driver {
 
 }  // namespace
 
-std::unique_ptr<Driver> create_cpu_driver() { return std::make_unique<CpuDriver>(); }
+}  // namespace ferry::cpu
+
+namespace ferry::backend {
+
+std::unique_ptr<Driver> create_cpu_driver() { return std::make_unique<cpu::CpuDriver>(); }
 
 }  // namespace ferry::backend

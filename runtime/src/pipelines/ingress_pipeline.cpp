@@ -1,5 +1,6 @@
 // IngressPipeline: a producer thread feeding a bounded ring of device tensors (see ingress.hpp).
-// Built on the public API, plus core's helpers for deadlines and starting threads.
+// Built on the public API, plus core's helpers for deadlines and starting threads. The transform
+// (normalize, or any op) is the options'; this file knows no op.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -23,7 +24,7 @@ struct IngressBatch::Slot {
   Device device;  // to check the points a release names
   Buffer input;
   Buffer output;
-  TimelinePoint input_read;     // the last normalize that read `input`
+  TimelinePoint input_read;     // the last transform that read `input`
   TimelinePoint consumer_done;  // the last consumer of `output`, as released by the app
 };
 
@@ -93,7 +94,7 @@ IngressBatch& IngressBatch::operator=(IngressBatch&& other) noexcept {
   if (this != &other) {
     release();
     index_ = other.index_;
-    shape_ = other.shape_;
+    tensor_bytes_ = other.tensor_bytes_;
     ready_ = std::move(other.ready_);
     input_consumed_ = std::move(other.input_consumed_);
     slot_ = std::move(other.slot_);
@@ -133,7 +134,6 @@ struct IngressPipeline::State {
   Device device;
   IngressOptions options;
   IngressSource source;
-  NormalizeShape shape;
   StagingPool pool;
   Queue upload_queue;
   Queue compute_queue;
@@ -204,10 +204,10 @@ struct IngressPipeline::State {
     }
   }
 
-  // Uploads and normalizes one batch into `slot`.
+  // Uploads and transforms one batch into `slot`.
   Result<IngressBatch> submit_batch(std::uint64_t index, const HostBatch& host,
                                     const std::shared_ptr<IngressBatch::Slot>& slot) {
-    const std::uint64_t bytes = shape.input_bytes;
+    const std::uint64_t bytes = options.transform.input_bytes;
     SubmitSync upload_sync;
     if (still_pending(slot->input_read)) upload_sync.wait.push_back(slot->input_read);
     TimelinePoint uploaded;
@@ -234,18 +234,18 @@ struct IngressPipeline::State {
       FERRY_ASSIGN_OR_RETURN(uploaded, upload(upload_queue, pool, host.bytes().first(bytes),
                                               slot->input, 0, upload_sync, options.transfer));
     }
-    CommandList normalize;
-    FERRY_RETURN_IF_ERROR(normalize.normalize(slot->input, 0, slot->output, 0, options.normalize));
+    CommandList transform;
+    FERRY_RETURN_IF_ERROR(options.transform.record(transform, slot->input, slot->output));
     SubmitSync compute_sync;
     compute_sync.wait.push_back(uploaded);
     if (still_pending(slot->consumer_done)) compute_sync.wait.push_back(slot->consumer_done);
     FERRY_ASSIGN_OR_RETURN(TimelinePoint ready,
-                           compute_queue.submit(std::move(normalize), compute_sync));
+                           compute_queue.submit(std::move(transform), compute_sync));
     slot->input_read = ready;
     slot->consumer_done = {};
     IngressBatch batch;
     batch.index_ = index;
-    batch.shape_ = shape;
+    batch.tensor_bytes_ = options.transform.output_bytes;
     batch.ready_ = ready;
     batch.input_consumed_ = uploaded;
     batch.slot_ = slot;
@@ -257,7 +257,7 @@ struct IngressPipeline::State {
     for (std::uint64_t index = 0;; ++index) {
       std::shared_ptr<IngressBatch::Slot> slot = ring->take();
       if (!slot) break;  // closing
-      // Run at most `depth` batches ahead of the device: the slot's previous normalize must
+      // Run at most `depth` batches ahead of the device: the slot's previous transform must
       // have run. (Releases name device points, so without this the host could queue work
       // without bound.)
       if (!wait_for_device(slot->input_read)) break;  // closing
@@ -334,12 +334,18 @@ Result<IngressPipeline> IngressPipeline::create(const Device& device,
                   std::string(kCall) + ": depth must be >= 2 (got " +
                       std::to_string(options.depth) + ")");
   }
+  const IngressTransform& transform = options.transform;
+  if (!transform.record || transform.input_bytes == 0 || transform.output_bytes == 0) {
+    return Status(ErrorCode::invalid_argument,
+                  std::string(kCall) + ": the transform '" + transform.name +
+                      "' needs a record function and input and output sizes > 0 (got " +
+                      std::to_string(transform.input_bytes) + " and " +
+                      std::to_string(transform.output_bytes) + ")");
+  }
   auto state = std::make_shared<State>();
   state->device = device;
   state->options = options;
   state->source = std::move(source);
-  FERRY_ASSIGN_OR_RETURN(state->shape, resolve_normalize(options.normalize));
-  FERRY_RETURN_IF_ERROR(normalize_factors(options.normalize).status());
   if (options.pool) state->pool = *options.pool;  // else made for the first pageable batch
   state->upload_queue = device.queue(QueueKind::upload);
   state->compute_queue = device.queue(QueueKind::compute);
@@ -349,14 +355,15 @@ Result<IngressPipeline> IngressPipeline::create(const Device& device,
     slot->ring = state->ring;
     slot->compute = state->compute_queue;
     slot->device = device;
-    FERRY_ASSIGN_OR_RETURN(slot->input, device.create_buffer(state->shape.input_bytes));
-    FERRY_ASSIGN_OR_RETURN(slot->output, device.create_buffer(state->shape.output_bytes));
+    FERRY_ASSIGN_OR_RETURN(slot->input, device.create_buffer(transform.input_bytes));
+    FERRY_ASSIGN_OR_RETURN(slot->output, device.create_buffer(transform.output_bytes));
     if (i == 0) {
-      // Recording (never submitting) one batch's normalize asks the backend now whether it can
-      // run it (Vulkan's storage-buffer window, say), instead of failing the first batch.
+      // Recording (never submitting) one batch's transform checks its parameters and asks the
+      // backend now whether it can run it (Vulkan's storage-buffer window, say), instead of
+      // failing the first batch.
       CommandList probe;
-      Status recordable = probe.normalize(slot->input, 0, slot->output, 0, options.normalize);
-      if (!recordable.ok()) return recordable.with_context(kCall);
+      Status recordable = transform.record(probe, slot->input, slot->output);
+      if (!recordable.ok()) return recordable.with_context(std::string(kCall) + ": " + transform.name);
     }
     state->ring->give_back(std::move(slot));
   }
@@ -397,9 +404,12 @@ void IngressPipeline::close() noexcept {
   if (state_) state_->stop();
 }
 
-const NormalizeShape& IngressPipeline::shape() const {
-  static const NormalizeShape none{};
-  return state_ ? state_->shape : none;
+std::uint64_t IngressPipeline::input_bytes() const {
+  return state_ ? state_->options.transform.input_bytes : 0;
+}
+
+std::uint64_t IngressPipeline::tensor_bytes() const {
+  return state_ ? state_->options.transform.output_bytes : 0;
 }
 
 }  // namespace ferry

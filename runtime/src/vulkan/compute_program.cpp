@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "vulkan/vk_status.hpp"
+#include "vulkan/status.hpp"
 
 namespace ferry::vulkan {
 

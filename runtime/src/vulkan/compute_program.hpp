@@ -9,7 +9,7 @@
 #include <span>
 
 #include "ferry/status.hpp"
-#include "vulkan/vk_context.hpp"
+#include "vulkan/context.hpp"
 
 namespace ferry::vulkan {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "vulkan/vk_status.hpp"
+#include "vulkan/status.hpp"
 
 namespace ferry::vulkan {
 namespace {
@@ -75,29 +75,6 @@ Result<HostMemoryImport> describe_host_memory_import(VkPhysicalDevice handle) {
     import.supported = true;
   }
   return import;
-}
-
-NormalizeSupport describe_normalize_support(const std::string& device_name,
-                                            const VkPhysicalDeviceFeatures2& features,
-                                            const VkPhysicalDeviceVulkan11Features& features11,
-                                            const VkPhysicalDeviceVulkan12Features& features12) {
-  NormalizeSupport support;
-  std::string missing;
-  auto require = [&](VkBool32 present, const char* name) {
-    if (present) return;
-    if (!missing.empty()) missing += ", ";
-    missing += name;
-  };
-  require(features.features.shaderInt64, "shaderInt64");
-  require(features12.storageBuffer8BitAccess, "storageBuffer8BitAccess");
-  require(features11.storageBuffer16BitAccess, "storageBuffer16BitAccess");
-  support.supported = missing.empty();
-  if (!support.supported) {
-    support.unsupported_reason = device_name + " lacks " + missing +
-                                 " (the shader needs shaderInt64, storageBuffer8BitAccess and "
-                                 "storageBuffer16BitAccess)";
-  }
-  return support;
 }
 
 // SM count and threads per SM from VK_NV_shader_sm_builtins, when the device has it.
@@ -236,8 +213,9 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
   }
   device.queue_plan = std::move(plan).value();
   FERRY_ASSIGN_OR_RETURN(device.host_memory_import, describe_host_memory_import(handle));
-  device.normalize_support =
-      describe_normalize_support(device.info.name, features, features11, features12);
+  device.features.shader_int64 = features.features.shaderInt64 == VK_TRUE;
+  device.features.storage_buffer_8bit = features12.storageBuffer8BitAccess == VK_TRUE;
+  device.features.storage_buffer_16bit = features11.storageBuffer16BitAccess == VK_TRUE;
   FERRY_RETURN_IF_ERROR(describe_compute_units(handle, device));
   device.info.queues.assign(device.queue_plan.queues.begin(), device.queue_plan.queues.end());
   return std::string();

@@ -11,7 +11,7 @@
 #include "ferry/status.hpp"
 #include "vulkan/memory_types.hpp"
 #include "vulkan/queue_families.hpp"
-#include "vulkan/vk_context.hpp"
+#include "vulkan/context.hpp"
 
 namespace ferry::vulkan {
 
@@ -26,9 +26,9 @@ struct PhysicalDevice {
   std::vector<MemoryTypeInfo> memory_types;       // indexed like VkPhysicalDeviceMemoryProperties
   std::uint32_t unusable_memory_type_bits = 0;    // protected / lazily allocated / AMD-specific
   HostMemoryImport host_memory_import;            // optional: for register_host_memory
-  NormalizeSupport normalize_support;             // optional: for normalize
+  DeviceFeatures features;                        // optional features ops may need
   // Compute units (NVIDIA: SMs) and the threads each runs at a time, when the driver says
-  // (VK_NV_shader_sm_builtins); 0 when unknown. Sizes normalize's grid.
+  // (VK_NV_shader_sm_builtins); 0 when unknown. Ops size their grids by them.
   std::uint32_t compute_units = 0;
   std::uint32_t threads_per_compute_unit = 0;
 };

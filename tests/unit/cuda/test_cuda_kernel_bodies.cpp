@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "kernels/copy_thread.cuh"
-#include "kernels/fill_thread.cuh"
+#include "ops/fill_thread.cuh"
 
 namespace {
 
-using ferry::backend::cuda::ByteRangeSplit;
-using ferry::backend::cuda::split_byte_range;
+using ferry::cuda::ByteRangeSplit;
+using ferry::cuda::split_byte_range;
 
 constexpr unsigned char kGuard = 0xA5;
 
@@ -69,7 +69,7 @@ TEST_CASE("CUDA kernels: fill writes the pattern from the range start at any off
           unsigned char* dst = memory.data() + offset;
           const ByteRangeSplit split = split_byte_range(reinterpret_cast<std::uintptr_t>(dst), size);
           run_grid(threads, [&](std::uint64_t thread, std::uint64_t count) {
-            ferry::backend::cuda::fill_thread(dst, pattern, split, thread, count);
+            ferry::cuda::fill_thread(dst, pattern, split, thread, count);
           });
           std::uint64_t wrong = 0;
           for (std::uint64_t i = 0; i < offset; ++i) wrong += memory.data()[i] != kGuard;
@@ -98,7 +98,7 @@ TEST_CASE("CUDA kernels: copy moves every byte for any pair of alignments") {
         const bool vectorized = dst_address % 16 == reinterpret_cast<std::uintptr_t>(src) % 16;
         const ByteRangeSplit split = split_byte_range(dst_address, size);
         run_grid(37, [&](std::uint64_t thread, std::uint64_t count) {
-          ferry::backend::cuda::copy_thread(dst, src, size, vectorized, split, thread, count);
+          ferry::cuda::copy_thread(dst, src, size, vectorized, split, thread, count);
         });
         std::uint64_t wrong = 0;
         for (std::uint64_t i = 0; i < dst_offset; ++i) wrong += target.data()[i] != kGuard;

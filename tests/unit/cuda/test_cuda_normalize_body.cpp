@@ -14,16 +14,16 @@
 #include <cstring>
 #include <vector>
 
-#include "ferry/normalize.hpp"
-#include "kernels/normalize_thread.cuh"
+#include "ferry/ops/normalize.hpp"
+#include "ops/normalize_thread.cuh"
 
 namespace {
 
-using ferry::backend::cuda::make_normalize_args;
-using ferry::backend::cuda::NormalizeArgs;
-using ferry::backend::cuda::NormalizeLaunch;
-using ferry::backend::cuda::NormalizeOutputLayout;
-using ferry::backend::cuda::NormalizeOutputType;
+using ferry::cuda::make_normalize_params;
+using ferry::cuda::NormalizeKernelParams;
+using ferry::cuda::NormalizeKernelArgs;
+using ferry::cuda::NormalizeOutputLayout;
+using ferry::cuda::NormalizeOutputType;
 
 constexpr unsigned char kGuard = 0xA5;
 
@@ -55,23 +55,23 @@ std::uint32_t reference_bits(NormalizeOutputType type, float value, float scale,
 
 // Every thread of the grid, in reverse order (threads write disjoint elements).
 template <NormalizeOutputType kType, NormalizeOutputLayout kLayout, std::uint32_t kChannels>
-void run_grid(const NormalizeArgs& args) {
+void run_grid(const NormalizeKernelParams& args) {
   for (std::uint64_t thread = args.thread_count; thread-- > 0;) {
-    ferry::backend::cuda::normalize_thread<kType, kLayout, kChannels, HostEncoder<kType>>(
+    ferry::cuda::normalize_thread<kType, kLayout, kChannels, HostEncoder<kType>>(
         args, static_cast<std::uint32_t>(thread));
   }
 }
 
 template <NormalizeOutputType kType, bool kMirror>
-void run_packed_grid(const NormalizeArgs& args) {
+void run_packed_grid(const NormalizeKernelParams& args) {
   for (std::uint64_t thread = args.thread_count; thread-- > 0;) {
-    ferry::backend::cuda::normalize_packed_rgb_thread<kType, kMirror, HostEncoder<kType>>(
+    ferry::cuda::normalize_packed_rgb_thread<kType, kMirror, HostEncoder<kType>>(
         args, static_cast<std::uint32_t>(thread));
   }
 }
 
 template <NormalizeOutputType kType>
-void run_packed_grid_for_mirror(const NormalizeArgs& args, bool mirror) {
+void run_packed_grid_for_mirror(const NormalizeKernelParams& args, bool mirror) {
   if (mirror) {
     run_packed_grid<kType, true>(args);
   } else {
@@ -80,7 +80,7 @@ void run_packed_grid_for_mirror(const NormalizeArgs& args, bool mirror) {
 }
 
 template <NormalizeOutputType kType, NormalizeOutputLayout kLayout>
-void run_grid_for_channels(const NormalizeArgs& args, std::uint32_t channels) {
+void run_grid_for_channels(const NormalizeKernelParams& args, std::uint32_t channels) {
   switch (channels) {
     case 1: run_grid<kType, kLayout, 1>(args); break;
     case 2: run_grid<kType, kLayout, 2>(args); break;
@@ -91,7 +91,7 @@ void run_grid_for_channels(const NormalizeArgs& args, std::uint32_t channels) {
 }
 
 template <NormalizeOutputType kType>
-void run_grid_for_layout(const NormalizeArgs& args, NormalizeOutputLayout layout,
+void run_grid_for_layout(const NormalizeKernelParams& args, NormalizeOutputLayout layout,
                          std::uint32_t channels) {
   if (layout == NormalizeOutputLayout::nchw) {
     run_grid_for_channels<kType, NormalizeOutputLayout::nchw>(args, channels);
@@ -101,8 +101,8 @@ void run_grid_for_layout(const NormalizeArgs& args, NormalizeOutputLayout layout
 }
 
 // As launch_normalize does: the packed-RGB body where the launch takes it, else the general one.
-void run_body(const NormalizeLaunch& launch, std::uint32_t thread_count) {
-  const NormalizeArgs args = make_normalize_args(launch, thread_count);
+void run_body(const NormalizeKernelArgs& launch, std::uint32_t thread_count) {
+  const NormalizeKernelParams args = make_normalize_params(launch, thread_count);
   if (args.packed_rgb) {
     switch (launch.output_type) {
       case NormalizeOutputType::float32:
@@ -170,7 +170,7 @@ std::uint64_t check_case(const Case& test, bool* packed = nullptr) {
   const std::uint32_t height = test.height;
   const std::uint32_t width = test.width;
   // Pitches with padding, so that no stride is a product of the others.
-  NormalizeLaunch launch;
+  NormalizeKernelArgs launch;
   launch.batch = test.batch;
   launch.channels = channels;
   launch.height = height;
@@ -219,8 +219,8 @@ std::uint64_t check_case(const Case& test, bool* packed = nullptr) {
   unsigned char* dst = output.data() + front;
   launch.dst = dst;
 
-  const NormalizeArgs args = make_normalize_args(launch, test.thread_count);
-  const std::uint32_t vector_bytes = ferry::backend::cuda::normalize_vector_bytes(
+  const NormalizeKernelParams args = make_normalize_params(launch, test.thread_count);
+  const std::uint32_t vector_bytes = ferry::cuda::normalize_vector_bytes(
       test.type, test.layout, channels);
   CHECK(args.vector_stores ==
         (width % 4 == 0 && reinterpret_cast<std::uintptr_t>(dst) % vector_bytes == 0));
@@ -342,8 +342,8 @@ TEST_CASE("CUDA kernels: the packed-RGB normalize body, and the launches it must
                 for (std::uint32_t threads : thread_counts) {
                   if (threads == 0) {
                     const std::uint32_t runs = batch * height * (width / 4);
-                    threads = (runs + ferry::backend::cuda::kNormalizePackedRuns - 1) /
-                              ferry::backend::cuda::kNormalizePackedRuns;
+                    threads = (runs + ferry::cuda::kNormalizePackedRuns - 1) /
+                              ferry::cuda::kNormalizePackedRuns;
                   }
                   Case test{type,   NormalizeOutputLayout::nchw, 3,      false,        batch,
                             height, width,                       mirror, misalignment, threads};
@@ -378,8 +378,8 @@ TEST_CASE("CUDA kernels: the packed-RGB normalize body, and the launches it must
 }
 
 TEST_CASE("CUDA kernels: fast division matches integer division") {
-  using ferry::backend::cuda::fast_divide;
-  using ferry::backend::cuda::make_fast_divisor;
+  using ferry::cuda::fast_divide;
+  using ferry::cuda::make_fast_divisor;
   const std::uint32_t divisors[] = {1u,          2u,          3u,          7u,
                                     56u,         224u * 56u,  480u,        1080u * 480u,
                                     12345u,      (1u << 16) + 1, (1u << 30) - 1, 1u << 30,
@@ -409,14 +409,14 @@ TEST_CASE("CUDA kernels: fast division matches integer division") {
 }
 
 TEST_CASE("CUDA kernels: the normalize grid stride decomposes into images, rows and runs") {
-  NormalizeLaunch launch;
+  NormalizeKernelArgs launch;
   launch.batch = 5;
   launch.channels = 3;
   launch.height = 7;
   launch.width = 29;  // 8 runs per row
   launch.dst = reinterpret_cast<void*>(std::uintptr_t{4096});
   for (std::uint32_t threads : {1u, 7u, 8u, 55u, 56u, 57u, 111u, 1000u}) {
-    const NormalizeArgs args = make_normalize_args(launch, threads);
+    const NormalizeKernelParams args = make_normalize_params(launch, threads);
     CHECK(args.runs == 5u * 7u * 8u);
     CHECK((std::uint64_t{args.stride_images} * 7 + args.stride_rows) * 8 + args.stride_runs ==
           threads);

@@ -1,0 +1,227 @@
+#include "device.hpp"
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "buffer.hpp"
+#include "status.hpp"
+#include "timeline.hpp"
+#include "kernels/launch.hpp"
+#include "op_kernels.hpp"
+
+namespace ferry::cuda {
+
+namespace {
+
+Result<CudaTimeline*> cuda_timeline(backend::BackendTimeline* timeline, int device) {
+  auto* native = dynamic_cast<CudaTimeline*>(timeline);
+  if (native == nullptr || native->device() != device) {
+    return Status(ErrorCode::internal,
+                  "CUDA submit: a timeline of another backend or device was passed");
+  }
+  return native;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CudaDevice>> CudaDevice::open(int index, DeviceInfo info) {
+  FERRY_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
+  // Creates (or retains) the device's primary context now, so a broken device fails here and
+  // not in the first submission.
+  FERRY_CUDA_RETURN_IF_ERROR(cudaFree(nullptr));
+  int sm_count = 0;
+  FERRY_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, index));
+
+  info.backend = Backend::cuda;
+  info.index = index;
+  info.queues.clear();
+  for (int kind = 0; kind < kQueueKindCount; ++kind) {
+    QueueAssignment assignment;
+    assignment.kind = static_cast<QueueKind>(kind);
+    assignment.family = 0;  // CUDA has no queue families: three streams of one device
+    assignment.index = static_cast<std::uint32_t>(kind);
+    assignment.shared = false;
+    info.queues.push_back(assignment);
+  }
+
+  std::unique_ptr<CudaDevice> device(new CudaDevice(index, std::move(info)));
+  const unsigned sms = static_cast<unsigned>(sm_count > 0 ? sm_count : 1);
+  device->max_blocks_ = sms * kBlocksPerSm;
+  // Every op's kernel (op_kernels.hpp).
+  Status created;
+  std::apply([&](auto&... kernel) { ((created = created.ok() ? kernel.create(sms) : created), ...); },
+             device->kernels_);
+  FERRY_RETURN_IF_ERROR(created);
+  FERRY_RETURN_IF_ERROR(device->create_streams());  // on error the destructor cleans up
+  return device;
+}
+
+Status CudaDevice::create_streams() {
+  // Lower numbers are higher priorities. Copies get the highest: a copy stream issues little
+  // compute work, so its kernels (host-to-host copies) and any copy the driver runs as a kernel
+  // are scheduled ahead of long compute kernels and the copy engines stay fed.
+  int least = 0;
+  int greatest = 0;
+  FERRY_CUDA_RETURN_IF_ERROR(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  for (int kind = 0; kind < kQueueKindCount; ++kind) {
+    const bool copies = static_cast<QueueKind>(kind) != QueueKind::compute;
+    // Non-blocking: never synchronizes with the legacy default stream another library may use.
+    FERRY_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(
+        &streams_[static_cast<std::size_t>(kind)], cudaStreamNonBlocking,
+        copies ? greatest : least));
+  }
+  return Status();
+}
+
+CudaDevice::~CudaDevice() {
+  // Core destroys the device after its queues are drained; synchronize anyway so nothing of
+  // ours runs once we return. Only our streams: the primary context is shared with every other
+  // user of this GPU in the process, so no cudaDeviceSynchronize / cudaDeviceReset.
+  (void)cudaSetDevice(index_);
+  for (cudaStream_t stream : streams_) {
+    if (stream == nullptr) continue;
+    (void)cudaStreamSynchronize(stream);
+    (void)cudaStreamDestroy(stream);
+  }
+  (void)cudaGetLastError();
+}
+
+void CudaDevice::finish_teardown_work() {
+  (void)cudaSetDevice(index_);
+  for (cudaStream_t stream : streams_) {
+    if (stream != nullptr) (void)cudaStreamSynchronize(stream);
+  }
+  (void)cudaGetLastError();
+}
+
+Result<std::unique_ptr<backend::BackendBuffer>> CudaDevice::create_buffer(std::uint64_t size,
+                                                                 MemoryKind kind) {
+  FERRY_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<CudaBuffer> buffer,
+                         CudaBuffer::allocate(index_, size, kind));
+  return std::unique_ptr<backend::BackendBuffer>(std::move(buffer));
+}
+
+Result<std::unique_ptr<backend::BackendBuffer>> CudaDevice::register_host_memory(std::byte* data,
+                                                                        std::uint64_t size,
+                                                                        MemoryKind kind) {
+  FERRY_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<CudaBuffer> buffer,
+                         CudaBuffer::register_host(index_, data, size, kind));
+  return std::unique_ptr<backend::BackendBuffer>(std::move(buffer));
+}
+
+Result<std::unique_ptr<backend::BackendTimeline>> CudaDevice::create_timeline(
+    std::uint64_t initial) {
+  return std::unique_ptr<backend::BackendTimeline>(std::make_unique<CudaTimeline>(index_, initial));
+}
+
+Status CudaDevice::record_copy(const backend::CopyCommand& copy, cudaStream_t stream) const {
+  const backend::Binding source{copy.src, copy.src_offset, copy.size, backend::Access::read};
+  const backend::Binding destination{copy.dst, copy.dst_offset, copy.size, backend::Access::write};
+  FERRY_ASSIGN_OR_RETURN(const std::byte* from, binding_address(source, "copy source"));
+  FERRY_ASSIGN_OR_RETURN(std::byte* to, binding_address(destination, "copy destination"));
+  const bool host_to_host = static_cast<CudaBuffer*>(copy.src)->is_host() &&
+                            static_cast<CudaBuffer*>(copy.dst)->is_host();
+  if (host_to_host) {
+    // cudaMemcpyAsync between two host ranges is synchronous for the host and not documented to
+    // follow stream order; a kernel reading and writing the mapped pinned memory is both.
+    const cudaError_t error = launch_copy(to, from, copy.size, max_blocks_, stream);
+    if (error != cudaSuccess) return cuda_status(error, "launch_copy (host to host copy kernel)");
+    return Status();
+  }
+  // Unified addressing: the runtime infers the direction from the pointers.
+  FERRY_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to, from, static_cast<std::size_t>(copy.size),
+                                             cudaMemcpyDefault, stream));
+  return Status();
+}
+
+Status CudaDevice::submit(QueueKind queue, const backend::Submission& submission) {
+  const auto queue_index = static_cast<std::size_t>(queue);
+  if (queue_index >= streams_.size()) {
+    return Status(ErrorCode::internal, "CUDA submit: unknown queue kind");
+  }
+  FERRY_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+  cudaStream_t stream = streams_[queue_index];
+
+  // 1. Everything that can fail without side effects: resolve timelines, take signal events.
+  struct PreparedSignal {
+    CudaTimeline* timeline;
+    std::uint64_t value;
+    cudaEvent_t event;
+  };
+  std::vector<PreparedSignal> signals;
+  signals.reserve(submission.signals.size());
+  auto give_back_events = [&signals] {
+    for (const auto& signal : signals) signal.timeline->release_event(signal.event);
+  };
+  for (const auto& signal : submission.signals) {
+    auto timeline = cuda_timeline(signal.timeline, index_);
+    if (!timeline.ok()) {
+      give_back_events();
+      return timeline.status();
+    }
+    auto event = (*timeline)->acquire_event();
+    if (!event.ok()) {
+      give_back_events();
+      return event.status();
+    }
+    signals.push_back({*timeline, signal.value, *event});
+  }
+
+  // 2. Waits, then the commands, in order on the queue's stream. If one of these fails, work
+  // already enqueued before it may still run (CUDA cannot take it back), but no signal of this
+  // submission is published, so nothing is ever reported complete.
+  auto fail = [&give_back_events](Status status) {
+    give_back_events();
+    return status;
+  };
+  for (const auto& wait : submission.waits) {
+    auto timeline = cuda_timeline(wait.timeline, index_);
+    if (!timeline.ok()) return fail(timeline.status());
+    if (Status status = (*timeline)->enqueue_wait(stream, wait.value); !status.ok()) {
+      return fail(std::move(status));
+    }
+  }
+  for (std::size_t i = 0; i < submission.commands.size(); ++i) {
+    const backend::Command& command = submission.commands[i];
+    Status status;
+    if (const auto* copy = std::get_if<backend::CopyCommand>(&command)) {
+      status = record_copy(*copy, stream);
+    } else {
+      // An op, with its kernel; a listed op without one does not compile (op_kernels.hpp).
+      const auto& op = std::get<backend::OpCommand>(command);
+      status = std::visit(
+          [&](const auto& args) {
+            return kernel_for<std::decay_t<decltype(args)>>(kernels_).record(args, op.bindings,
+                                                                            stream);
+          },
+          op.args);
+    }
+    if (!status.ok()) {
+      status.with_context("command " + std::to_string(i + 1) + " of " +
+                          std::to_string(submission.commands.size()));
+      return fail(std::move(status));
+    }
+  }
+
+  // 3. Signals: record every event before publishing any, so a failed record publishes none.
+  for (const auto& signal : signals) {
+    if (const cudaError_t error = cudaEventRecord(signal.event, stream); error != cudaSuccess) {
+      return fail(cuda_status(error, "cudaEventRecord (signal of timeline value " +
+                                         std::to_string(signal.value) + ")"));
+    }
+  }
+  for (const auto& signal : signals) {
+    signal.timeline->publish_signal(signal.value, stream, signal.event);
+  }
+  return Status();
+}
+
+}  // namespace ferry::cuda

@@ -1,0 +1,51 @@
+// CUDA device: one non-blocking stream per ferry queue (compute, upload, download), so both copy
+// engines and the SMs work at once; submissions become stream work plus timeline events.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include "core/backend.hpp"
+#include "op_kernels.hpp"
+
+namespace ferry::cuda {
+
+class CudaBuffer;
+
+class CudaDevice final : public backend::BackendDevice {
+ public:
+  // `info` describes device `index` (from the driver's probe); opening fills in the queues.
+  static Result<std::unique_ptr<CudaDevice>> open(int index, DeviceInfo info);
+  ~CudaDevice() override;
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  const DeviceInfo& info() const override { return info_; }
+  Result<std::unique_ptr<backend::BackendBuffer>> create_buffer(std::uint64_t size,
+                                                                MemoryKind kind) override;
+  Result<std::unique_ptr<backend::BackendBuffer>> register_host_memory(std::byte* data,
+                                                                       std::uint64_t size,
+                                                                       MemoryKind kind) override;
+  Result<std::unique_ptr<backend::BackendTimeline>> create_timeline(
+      std::uint64_t initial) override;
+  Status submit(QueueKind queue, const backend::Submission& submission) override;
+  // Synchronizes ferry's streams: work a failed submission had already enqueued may still be
+  // running behind the last signal core waited for.
+  void finish_teardown_work() override;
+
+ private:
+  CudaDevice(int index, DeviceInfo info) : index_(index), info_(std::move(info)) {}
+  Status create_streams();
+  Status record_copy(const backend::CopyCommand& copy, cudaStream_t stream) const;
+
+  const int index_;
+  DeviceInfo info_;
+  std::array<cudaStream_t, kQueueKindCount> streams_{};  // indexed by QueueKind
+  unsigned max_blocks_ = 1;  // grid size cap for the backend's own copy kernel
+  OpKernels kernels_;        // every op's kernel (op_kernels.hpp)
+};
+
+}  // namespace ferry::cuda

@@ -1,0 +1,43 @@
+// Recording an op into a CommandList: the checks every op shares, over any number of bindings.
+// An op's public call (runtime/src/ops/<op>.cpp) validates its own parameters, says which ranges
+// of which memory it reads and writes, and hands its lowered arguments here.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/backend.hpp"
+#include "ferry/queue.hpp"
+#include "ferry/status.hpp"
+
+namespace ferry::detail {
+
+struct DeviceCore;
+
+// One range of the caller's memory an op touches.
+struct BindingRequest {
+  const BufferRef* memory = nullptr;
+  std::uint64_t offset = 0;  // relative to `memory`, as the caller gave it
+  std::uint64_t size = 0;
+  backend::Access access = backend::Access::read;
+  const char* role = "buffer";  // "source", "destination": for messages
+};
+
+// Checks that `ref` is live and that [offset, offset + size) lies inside it.
+Status check_range(const BufferRef& ref, const char* call, const char* role, std::uint64_t offset,
+                   std::uint64_t size);
+// device_closed once the device is closing.
+Status check_open(DeviceCore& device, const char* call);
+
+struct OpRecorder {
+  // Checks, in order: every binding is live and inside its memory; all belong to one open device
+  // (and the list's); no written binding overlaps another in the same buffer; the device
+  // supports the op (ErrorCode::unavailable with the reason); the backend can run these
+  // arguments (its record-time limits). Then appends the command, which keeps every buffer and
+  // lease alive until its submission completes. On error nothing is recorded. `call` names the
+  // public call in messages.
+  static Status record(CommandList& list, const char* call, ops::OpArgs args,
+                       std::span<const BindingRequest> bindings);
+};
+
+}  // namespace ferry::detail

@@ -1,0 +1,81 @@
+// What a VkDevice's objects (buffers, timelines, queues, pipelines) share: the device handle, its
+// function table and the physical device's limits. Owned by VulkanDevice, which outlives every
+// object made from it (core destroys buffers and timelines before the device).
+#pragma once
+
+#include <volk.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vulkan/memory_types.hpp"
+
+namespace ferry::vulkan {
+
+// Every ferry buffer: a copy source and target, and a storage buffer for the shaders.
+inline constexpr VkBufferUsageFlags kBufferUsage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                                   VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                                   VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+
+// VK_EXT_external_memory_host as ferry uses it: host allocations imported as buffer memory.
+struct HostMemoryImport {
+  bool supported = false;               // on a VkDevice: the extension is enabled
+  std::string unsupported_reason;       // why not, when !supported
+  std::uint64_t pointer_alignment = 0;  // minImportedHostPointerAlignment
+};
+
+// The optional device features an op's shader may need. Each op's pipeline says which it needs
+// (kNeeds); physical_devices.cpp reads which the device has; the VkDevice enables those of the
+// ops it can run, and an op whose needs are not all there is refused when recorded, naming what
+// is missing. A new op needing a feature not listed here adds it here and in those two places.
+struct DeviceFeatures {
+  bool shader_int64 = false;           // shaderInt64
+  bool storage_buffer_8bit = false;    // storageBuffer8BitAccess
+  bool storage_buffer_16bit = false;   // storageBuffer16BitAccess
+
+  // Every feature either has.
+  DeviceFeatures operator|(const DeviceFeatures& other) const {
+    return {shader_int64 || other.shader_int64, storage_buffer_8bit || other.storage_buffer_8bit,
+            storage_buffer_16bit || other.storage_buffer_16bit};
+  }
+  // The Vulkan names of the features this has and `available` lacks, comma separated; empty when
+  // none.
+  std::string missing_from(const DeviceFeatures& available) const {
+    std::string missing;
+    auto check = [&](bool needed, bool present, const char* name) {
+      if (!needed || present) return;
+      if (!missing.empty()) missing += ", ";
+      missing += name;
+    };
+    check(shader_int64, available.shader_int64, "shaderInt64");
+    check(storage_buffer_8bit, available.storage_buffer_8bit, "storageBuffer8BitAccess");
+    check(storage_buffer_16bit, available.storage_buffer_16bit, "storageBuffer16BitAccess");
+    return missing;
+  }
+};
+
+struct DeviceContext {
+  VkPhysicalDevice physical = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  VolkDeviceTable vk{};  // device-level functions of this VkDevice
+
+  std::string device_name;
+  VkPhysicalDeviceType device_type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
+  VkPhysicalDeviceLimits limits{};
+  // Compute units (NVIDIA: SMs) and the threads each runs at a time, when the driver says
+  // (VK_NV_shader_sm_builtins); 0 when unknown. Ops size their grids by them.
+  std::uint32_t compute_units = 0;
+  std::uint32_t threads_per_compute_unit = 0;
+  DeviceFeatures features;  // the optional features the device has (enabled if an op needs them)
+
+  std::vector<MemoryTypeInfo> memory_types;
+  std::uint32_t usable_memory_type_bits = 0;
+  std::uint64_t max_memory_allocation_size = 0;
+  std::uint64_t max_buffer_size = 0;
+  // Distinct queue families in use; buffers are shared CONCURRENTly across them when > 1.
+  std::vector<std::uint32_t> queue_families;
+  HostMemoryImport host_memory_import;
+};
+
+}  // namespace ferry::vulkan

@@ -1,0 +1,179 @@
+#include "vulkan/device.hpp"
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <variant>
+#include <cstdlib>
+#include <vector>
+
+#include "vulkan/buffer.hpp"
+#include "vulkan/recorder.hpp"
+#include "vulkan/status.hpp"
+#include "vulkan/timeline.hpp"
+
+namespace ferry::vulkan {
+namespace {
+
+}  // namespace
+
+Result<std::unique_ptr<VulkanDevice>> VulkanDevice::create(
+    std::unique_ptr<VulkanInstance> instance, const PhysicalDevice& physical) {
+  std::unique_ptr<VulkanDevice> device(new VulkanDevice());
+  device->instance_ = std::move(instance);
+  // On failure the destructor releases whatever was created.
+  FERRY_RETURN_IF_ERROR(device->initialize(physical));
+  return device;
+}
+
+Status VulkanDevice::initialize(const PhysicalDevice& physical) {
+  info_ = physical.info;
+  const QueuePlan& plan = physical.queue_plan;
+
+  std::vector<std::vector<float>> priorities;
+  std::vector<VkDeviceQueueCreateInfo> queue_infos;
+  for (const QueuePlan::FamilyQueues& family : plan.families) {
+    priorities.emplace_back(family.queue_count, 1.0f);
+    VkDeviceQueueCreateInfo queue_info{};
+    queue_info.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+    queue_info.queueFamilyIndex = family.family;
+    queue_info.queueCount = family.queue_count;
+    queue_info.pQueuePriorities = priorities.back().data();
+    queue_infos.push_back(queue_info);
+  }
+
+  VkPhysicalDeviceVulkan13Features features13{};
+  features13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES;
+  features13.synchronization2 = VK_TRUE;
+  // Mandatory in 1.3. spirv-opt -O for SPIR-V 1.6 may express the workgroup size as LocalSizeId,
+  // which needs it; it also makes maxBufferSize a real limit.
+  features13.maintenance4 = VK_TRUE;
+  VkPhysicalDeviceVulkan12Features features12{};
+  features12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  features12.pNext = &features13;
+  features12.timelineSemaphore = VK_TRUE;
+  VkPhysicalDeviceVulkan11Features features11{};
+  features11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  features11.pNext = &features12;
+  VkPhysicalDeviceFeatures2 features{};
+  features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  features.pNext = &features11;
+  // Optional features: those of every op the device can run (the others report unavailable).
+  DeviceFeatures enabled;
+  for (const DeviceFeatures& needs : kOpNeeds) {
+    if (needs.missing_from(physical.features).empty()) enabled = enabled | needs;
+  }
+  features.features.shaderInt64 = enabled.shader_int64 ? VK_TRUE : VK_FALSE;
+  features12.storageBuffer8BitAccess = enabled.storage_buffer_8bit ? VK_TRUE : VK_FALSE;
+  features11.storageBuffer16BitAccess = enabled.storage_buffer_16bit ? VK_TRUE : VK_FALSE;
+
+  std::vector<const char*> extensions = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  // Optional: only register_host_memory needs it.
+  if (physical.host_memory_import.supported) {
+    extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+  }
+  VkDeviceCreateInfo create_info{};
+  create_info.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+  create_info.pNext = &features;
+  create_info.queueCreateInfoCount = static_cast<std::uint32_t>(queue_infos.size());
+  create_info.pQueueCreateInfos = queue_infos.data();
+  create_info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
+  create_info.ppEnabledExtensionNames = extensions.data();
+  FERRY_VK_RETURN_IF_ERROR(
+      vkCreateDevice(physical.handle, &create_info, nullptr, &context_.device));
+
+  context_.physical = physical.handle;
+  volkLoadDeviceTable(&context_.vk, context_.device);
+  context_.memory_types = physical.memory_types;
+  context_.usable_memory_type_bits = ~physical.unusable_memory_type_bits;
+  context_.max_memory_allocation_size = physical.max_memory_allocation_size;
+  context_.max_buffer_size = physical.max_buffer_size;
+  context_.queue_families = plan.family_indices();
+  context_.device_name = physical.info.name;
+  context_.device_type = physical.type;
+  context_.limits = physical.limits;
+  context_.compute_units = physical.compute_units;
+  context_.threads_per_compute_unit = physical.threads_per_compute_unit;
+  context_.features = physical.features;
+  context_.host_memory_import = physical.host_memory_import;
+
+  for (std::size_t kind = 0; kind < queues_.size(); ++kind) {
+    FERRY_RETURN_IF_ERROR(queues_[kind].create(context_, plan.queues[kind]));
+  }
+  return create_pipelines(std::make_index_sequence<ops::kOpCount>());
+}
+
+template <std::size_t... Op>
+Status VulkanDevice::create_pipelines(std::index_sequence<Op...>) {
+  Status status;
+  auto create = [&](auto& pipeline, ops::OpKind kind) {
+    if (status.ok() && op_support(kind).ok()) status = pipeline.create(context_);
+  };
+  (create(std::get<Op>(pipelines_), static_cast<ops::OpKind>(Op)), ...);
+  return status;
+}
+
+Status VulkanDevice::op_support(ops::OpKind op) const {
+  const std::string missing =
+      kOpNeeds[static_cast<std::size_t>(op)].missing_from(context_.features);
+  if (missing.empty()) return Status();
+  return Status(ErrorCode::unavailable, std::string(ops::op_name(op)) + " on Vulkan: " +
+                                            context_.device_name + " lacks " + missing +
+                                            ", which its shader needs");
+}
+
+Status VulkanDevice::check_command(const backend::OpCommand& command) const {
+  return std::visit(
+      [&](const auto& args) {
+        return pipeline_for<std::decay_t<decltype(args)>>(pipelines_).check(args,
+                                                                           command.bindings);
+      },
+      command.args);
+}
+
+VulkanDevice::~VulkanDevice() {
+  if (context_.device != VK_NULL_HANDLE) {
+    // Nothing can be reported from a destructor; destruction goes ahead regardless.
+    (void)context_.vk.vkDeviceWaitIdle(context_.device);
+    std::apply([](auto&... pipeline) { (pipeline.destroy(), ...); }, pipelines_);
+    for (LogicalQueue& queue : queues_) queue.destroy();
+    context_.vk.vkDestroyDevice(context_.device, nullptr);
+  }
+  // instance_ goes last (member order), with its validation messenger.
+}
+
+Result<std::unique_ptr<backend::BackendBuffer>> VulkanDevice::create_buffer(std::uint64_t size,
+                                                                            MemoryKind kind) {
+  FERRY_ASSIGN_OR_RETURN(auto buffer, VulkanBuffer::create(context_, size, kind));
+  return std::unique_ptr<backend::BackendBuffer>(std::move(buffer));
+}
+
+Result<std::unique_ptr<backend::BackendBuffer>> VulkanDevice::register_host_memory(
+    std::byte* data, std::uint64_t size, MemoryKind kind) {
+  FERRY_ASSIGN_OR_RETURN(auto buffer, VulkanBuffer::import_host(context_, data, size, kind));
+  return std::unique_ptr<backend::BackendBuffer>(std::move(buffer));
+}
+
+Result<std::unique_ptr<backend::BackendTimeline>> VulkanDevice::create_timeline(
+    std::uint64_t initial) {
+  FERRY_ASSIGN_OR_RETURN(auto timeline, VulkanTimeline::create(context_, initial));
+  return std::unique_ptr<backend::BackendTimeline>(std::move(timeline));
+}
+
+Status VulkanDevice::submit(QueueKind queue_kind, const backend::Submission& submission) {
+  LogicalQueue& queue = queues_[static_cast<std::size_t>(queue_kind)];
+  VkCommandBuffer command_buffer = VK_NULL_HANDLE;
+  if (!submission.commands.empty()) {
+    FERRY_ASSIGN_OR_RETURN(command_buffer, queue.acquire_command_buffer());
+    const Status recorded =
+        record_commands(context_, pipelines_, command_buffer, submission.commands);
+    if (!recorded.ok()) {
+      queue.release_unsubmitted(command_buffer);
+      return recorded;
+    }
+  }
+  return queue.submit(command_buffer, submission.waits, submission.signals);
+}
+
+}  // namespace ferry::vulkan

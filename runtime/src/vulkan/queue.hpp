@@ -1,0 +1,61 @@
+// One of ferry's logical queues (compute, upload, download) on a native VkQueue. Logical queues
+// may share a VkQueue (lavapipe has one); core serializes submit() per device, which is all the
+// external synchronization a shared VkQueue and the command pool need.
+//
+// Command buffers are recycled: each submission also signals this queue's own timeline semaphore
+// with its sequence number, and a command buffer is reused once that number is reached.
+#pragma once
+
+#include <volk.h>
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "vulkan/context.hpp"
+
+namespace ferry::vulkan {
+
+class LogicalQueue {
+ public:
+  LogicalQueue() = default;
+  LogicalQueue(const LogicalQueue&) = delete;
+  LogicalQueue& operator=(const LogicalQueue&) = delete;
+  ~LogicalQueue() { destroy(); }
+
+  Status create(const DeviceContext& context, const QueueAssignment& assignment);
+  // The device must be idle.
+  void destroy() noexcept;
+
+  // A command buffer to record into: a finished one reused, or a new one.
+  Result<VkCommandBuffer> acquire_command_buffer();
+  // Gives back a command buffer that will not be submitted (recording failed).
+  void release_unsubmitted(VkCommandBuffer command_buffer);
+
+  // Submits `command_buffer` (VK_NULL_HANDLE: nothing to run, only the waits and signals).
+  // Waits and signals act at ALL_COMMANDS. On error nothing was submitted and the command buffer
+  // is back in the free list.
+  Status submit(VkCommandBuffer command_buffer, std::span<const backend::TimelineValue> waits,
+                std::span<const backend::TimelineValue> signals);
+
+  const QueueAssignment& assignment() const noexcept { return assignment_; }
+
+ private:
+  struct InFlight {
+    std::uint64_t sequence = 0;
+    VkCommandBuffer command_buffer = VK_NULL_HANDLE;
+  };
+
+  const DeviceContext* context_ = nullptr;
+  QueueAssignment assignment_;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkSemaphore sequence_semaphore_ = VK_NULL_HANDLE;
+  std::uint64_t last_sequence_ = 0;
+  std::deque<InFlight> in_flight_;
+  std::vector<VkCommandBuffer> free_;
+};
+
+}  // namespace ferry::vulkan

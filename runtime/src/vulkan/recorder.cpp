@@ -1,0 +1,189 @@
+#include "vulkan/recorder.hpp"
+
+#include <algorithm>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "vulkan/buffer.hpp"
+#include "vulkan/status.hpp"
+
+namespace ferry::vulkan {
+namespace {
+
+// What one command does, for hazard tracking: every buffer it reads, every buffer it writes.
+struct CommandAccess {
+  VkPipelineStageFlags2 stage = 0;
+  VkAccessFlags2 access = 0;  // every access the command makes (for the barrier's dst scope)
+  VkAccessFlags2 write_access = 0;
+  std::vector<const VulkanBuffer*> read;
+  std::vector<const VulkanBuffer*> written;
+};
+
+CommandAccess access_of(const backend::Command& command) {
+  CommandAccess access;
+  if (const auto* copy = std::get_if<backend::CopyCommand>(&command)) {
+    access.stage = VK_PIPELINE_STAGE_2_COPY_BIT;
+    access.access = VK_ACCESS_2_TRANSFER_READ_BIT | VK_ACCESS_2_TRANSFER_WRITE_BIT;
+    access.write_access = VK_ACCESS_2_TRANSFER_WRITE_BIT;
+    access.read.push_back(static_cast<const VulkanBuffer*>(copy->src));
+    access.written.push_back(static_cast<const VulkanBuffer*>(copy->dst));
+    return access;
+  }
+  // An op: compute shaders reading and writing storage buffers (a written binding may also be
+  // read: fill's edge words are atomic read-modify-writes).
+  const auto& op = std::get<backend::OpCommand>(command);
+  access.stage = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
+  access.access = VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
+  access.write_access = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
+  for (const backend::Binding& binding : op.bindings) {
+    const auto* buffer = static_cast<const VulkanBuffer*>(binding.buffer);
+    (binding.access == backend::Access::read ? access.read : access.written).push_back(buffer);
+  }
+  return access;
+}
+
+// Accesses since the last barrier.
+class HazardTracker {
+ public:
+  // True when `command` must wait for accesses recorded since the last barrier.
+  bool conflicts(const CommandAccess& command) const {
+    auto contains = [](const std::vector<const VulkanBuffer*>& set, const VulkanBuffer* buffer) {
+      return std::find(set.begin(), set.end(), buffer) != set.end();
+    };
+    for (const VulkanBuffer* buffer : command.read) {
+      if (contains(written_, buffer)) return true;
+    }
+    for (const VulkanBuffer* buffer : command.written) {
+      if (contains(written_, buffer) || contains(read_, buffer)) return true;
+    }
+    return false;
+  }
+
+  void add(const CommandAccess& command) {
+    stages_ |= command.stage;
+    write_access_ |= command.write_access;
+    read_.insert(read_.end(), command.read.begin(), command.read.end());
+    written_.insert(written_.end(), command.written.begin(), command.written.end());
+  }
+
+  // A barrier from everything since the last barrier to every later command; resets the
+  // tracking. The second scope is all of `later` (the stages and accesses of the whole
+  // submission), not just the next command: later commands rely on this barrier too.
+  VkMemoryBarrier2 barrier(const CommandAccess& later) {
+    VkMemoryBarrier2 barrier{};
+    barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2;
+    barrier.srcStageMask = stages_;
+    barrier.srcAccessMask = write_access_;
+    barrier.dstStageMask = later.stage;
+    barrier.dstAccessMask = later.access;
+    stages_ = 0;
+    write_access_ = 0;
+    read_.clear();
+    written_.clear();
+    return barrier;
+  }
+
+ private:
+  VkPipelineStageFlags2 stages_ = 0;
+  VkAccessFlags2 write_access_ = 0;
+  std::vector<const VulkanBuffer*> read_;
+  std::vector<const VulkanBuffer*> written_;
+};
+
+// Records an op with its pipeline. A listed op without a pipeline does not compile
+// (op_pipelines.hpp).
+Status record_op(const OpPipelines& pipelines, VkCommandBuffer command_buffer,
+                 const backend::OpCommand& op) {
+  return std::visit(
+      [&](const auto& args) {
+        return pipeline_for<std::decay_t<decltype(args)>>(pipelines).record(command_buffer, args,
+                                                                             op.bindings);
+      },
+      op.args);
+}
+
+void record_barrier(const VolkDeviceTable& vk, VkCommandBuffer command_buffer,
+                    const VkMemoryBarrier2& barrier) {
+  VkDependencyInfo dependency{};
+  dependency.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO;
+  dependency.memoryBarrierCount = 1;
+  dependency.pMemoryBarriers = &barrier;
+  vk.vkCmdPipelineBarrier2(command_buffer, &dependency);
+}
+
+// Records between vkBeginCommandBuffer and vkEndCommandBuffer.
+Status record_body(const DeviceContext& context, const OpPipelines& pipelines,
+                   VkCommandBuffer command_buffer, std::span<const backend::Command> commands) {
+  const VolkDeviceTable& vk = context.vk;
+  // Earlier submissions on this VkQueue, whatever they did.
+  VkMemoryBarrier2 start{};
+  start.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2;
+  start.srcStageMask = VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT;
+  start.srcAccessMask = VK_ACCESS_2_MEMORY_WRITE_BIT;
+  start.dstStageMask = VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT;
+  start.dstAccessMask = VK_ACCESS_2_MEMORY_READ_BIT | VK_ACCESS_2_MEMORY_WRITE_BIT;
+  record_barrier(vk, command_buffer, start);
+
+  // Stages and accesses of the whole submission (only those its queue supports).
+  std::vector<CommandAccess> accesses;
+  accesses.reserve(commands.size());
+  CommandAccess all;
+  for (const backend::Command& command : commands) {
+    accesses.push_back(access_of(command));
+    all.stage |= accesses.back().stage;
+    all.access |= accesses.back().access;
+    all.write_access |= accesses.back().write_access;
+  }
+
+  HazardTracker hazards;
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    if (hazards.conflicts(accesses[i])) record_barrier(vk, command_buffer, hazards.barrier(all));
+    hazards.add(accesses[i]);
+
+    if (const auto* copy = std::get_if<backend::CopyCommand>(&commands[i])) {
+      VkBufferCopy region{};
+      region.srcOffset = copy->src_offset;
+      region.dstOffset = copy->dst_offset;
+      region.size = copy->size;
+      vk.vkCmdCopyBuffer(command_buffer, static_cast<const VulkanBuffer*>(copy->src)->handle(),
+                         static_cast<const VulkanBuffer*>(copy->dst)->handle(), 1, &region);
+    } else {
+      FERRY_RETURN_IF_ERROR(
+          record_op(pipelines, command_buffer, std::get<backend::OpCommand>(commands[i])));
+    }
+  }
+
+  if (all.write_access != 0) {
+    VkMemoryBarrier2 to_host{};
+    to_host.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2;
+    to_host.srcStageMask = all.stage;
+    to_host.srcAccessMask = all.write_access;
+    to_host.dstStageMask = VK_PIPELINE_STAGE_2_HOST_BIT;
+    to_host.dstAccessMask = VK_ACCESS_2_HOST_READ_BIT;
+    record_barrier(vk, command_buffer, to_host);
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status record_commands(const DeviceContext& context, const OpPipelines& pipelines,
+                       VkCommandBuffer command_buffer,
+                       std::span<const backend::Command> commands) {
+  const VolkDeviceTable& vk = context.vk;
+  VkCommandBufferBeginInfo begin_info{};
+  begin_info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  begin_info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  FERRY_VK_RETURN_IF_ERROR(vk.vkBeginCommandBuffer(command_buffer, &begin_info));
+  Status recorded = record_body(context, pipelines, command_buffer, commands);
+  if (recorded.ok()) {
+    FERRY_VK_RETURN_IF_ERROR(vk.vkEndCommandBuffer(command_buffer));
+    return recorded;
+  }
+  // Leave it in the initial state so that it can be recorded again.
+  (void)vk.vkResetCommandBuffer(command_buffer, 0);
+  return recorded;
+}
+
+}  // namespace ferry::vulkan

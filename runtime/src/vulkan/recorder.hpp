@@ -1,0 +1,27 @@
+// Records one submission's commands into a command buffer, with synchronization2 barriers:
+// - first, a global memory barrier ordering everything submitted earlier on the same VkQueue
+//   (cross-queue order comes from the submission's semaphore waits);
+// - between commands, a barrier only where there is a hazard: a command reads or writes a buffer
+//   written earlier in the submission, or writes one read earlier (buffer granularity, over every
+//   binding of every op);
+// - last, a barrier making the submission's writes visible to the host (HOST_READ), so that a
+//   download into host memory can be read once the submission's signal is seen.
+#pragma once
+
+#include <volk.h>
+
+#include <span>
+
+#include "core/backend.hpp"
+#include "vulkan/context.hpp"
+#include "vulkan/op_pipelines.hpp"
+
+namespace ferry::vulkan {
+
+// Fails (recording nothing usable) when an op's pipeline cannot record it; core checked support
+// and record-time limits before, so that is an internal or a native error.
+Status record_commands(const DeviceContext& context, const OpPipelines& pipelines,
+                       VkCommandBuffer command_buffer,
+                       std::span<const backend::Command> commands);
+
+}  // namespace ferry::vulkan
