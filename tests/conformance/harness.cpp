@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -114,8 +115,35 @@ void finish(BackendUnderTest& run) {
                                    << run.log->warnings_and_errors());
 }
 
+// (op, backend) pairs skipped because the device cannot run the op, printed at exit.
+class SkippedOps {
+ public:
+  void add(const std::string& pair, const std::string& reason) {
+    const std::lock_guard lock(mutex_);
+    auto& entry = skipped_[pair];
+    entry.first += 1;
+    entry.second = reason;
+  }
+  ~SkippedOps() {
+    if (skipped_.empty()) return;
+    std::cerr << "ferry conformance: tests skipped for ops a device cannot run:\n";
+    for (const auto& [pair, entry] : skipped_) {
+      std::cerr << "  " << pair << ": " << entry.first << " test(s); " << entry.second << "\n";
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::pair<int, std::string>> skipped_;
+};
+
+SkippedOps& skipped_ops() {
+  static SkippedOps skipped;
+  return skipped;
+}
+
 void run_backend(const ferry::BackendInfo& info, bool required, std::size_t backend_index,
-                 const BackendTest& test) {
+                 std::initializer_list<std::string_view> ops, const BackendTest& test) {
   const std::string name(ferry::to_string(info.backend));
   if (!info.available) {
     if (required) {
@@ -143,6 +171,21 @@ void run_backend(const ferry::BackendInfo& info, bool required, std::size_t back
     return;
   }
   run.device = std::move(device).value();
+
+  for (const std::string_view op : ops) {
+    const ferry::Status supported = run.device.supports(op);
+    if (supported.ok()) continue;
+    if (required) {
+      FAIL_CHECK("backend " << name << " cannot run op " << op
+                            << " but FERRY_REQUIRE names it: " << supported.to_string());
+    } else {
+      MESSAGE("skipping on backend " << name << ": it cannot run op " << op << ": "
+                                     << supported.message());
+      skipped_ops().add(std::string(op) + " on " + name, supported.message());
+    }
+    finish(run);
+    return;
+  }
 
   try {
     test(run);
@@ -217,7 +260,9 @@ ScopedFaultPlan::ScopedFaultPlan(const ferry::FaultPlan& plan) {
   REQUIRE_MESSAGE(set.ok(), set.to_string());
 }
 
-void for_each_backend(const BackendTest& test) {
+void for_each_backend(const BackendTest& test) { for_each_backend({}, test); }
+
+void for_each_backend(std::initializer_list<std::string_view> ops, const BackendTest& test) {
   const NameList selected = env_list("FERRY_BACKENDS");
   const NameList required = env_list("FERRY_REQUIRE");
   const auto& backends = compiled_backends();
@@ -226,7 +271,7 @@ void for_each_backend(const BackendTest& test) {
     const bool is_required = required.contains(name);
     // A required backend runs even when FERRY_BACKENDS leaves it out.
     if (selected.set && !selected.contains(name) && !is_required) continue;
-    SUBCASE(name.c_str()) { run_backend(backends[i], is_required, i, test); }
+    SUBCASE(name.c_str()) { run_backend(backends[i], is_required, i, ops, test); }
   }
   for (const std::string& name : required.names) {
     const bool compiled_in = std::any_of(backends.begin(), backends.end(), [&](const auto& b) {

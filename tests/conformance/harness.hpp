@@ -6,6 +6,9 @@
 //   FERRY_REQUIRE=cpu,vulkan    these must run: unavailable means the test fails, not skips
 //   FERRY_TEST_SEED=N           repeat a run's random inputs (the seed is printed at start)
 //
+// A test that needs ops a device cannot run (Device::supports) is skipped on it, with the reason;
+// a summary of such skips is printed at exit, and FERRY_REQUIRE turns them into failures.
+//
 // Devices are opened with validation on; any validation message (warning or error) fails the
 // subcase that produced it, with the messages printed.
 #pragma once
@@ -16,10 +19,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/printers.hpp"
@@ -56,6 +61,10 @@ using BackendTest = std::function<void(BackendUnderTest&)>;
 
 // Runs `test` once per selected backend, each inside SUBCASE(<backend name>).
 void for_each_backend(const BackendTest& test);
+// The same for a test that needs these ops (Device::supports): on a device that cannot run one,
+// the test is skipped with the reason and counted in the summary printed at exit; when
+// FERRY_REQUIRE names the backend, that is a failure instead.
+void for_each_backend(std::initializer_list<std::string_view> ops, const BackendTest& test);
 
 // The run's base seed (FERRY_TEST_SEED or random), printed to stderr on first use.
 std::uint64_t base_seed();

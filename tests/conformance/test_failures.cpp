@@ -96,7 +96,7 @@ std::vector<std::byte> filled_bytes(std::uint64_t size, std::uint32_t pattern) {
 }  // namespace
 
 TEST_CASE("failures: a normalize over the device's limits is refused when recorded") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     // One image whose float32 output (131 MiB) exceeds a 128 MiB storage-buffer window
     // (lavapipe's); on a device with a larger window, one whose output exceeds 2 GiB, ferry's cap.
     NormalizeParams over = one_plane(4096, 8200);
@@ -135,7 +135,7 @@ TEST_CASE("failures: a normalize over the device's limits is refused when record
 }
 
 TEST_CASE("failures: a batch released with another device's point is an error for that call") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     const Device other = REQUIRE_VALUE(t.open_another());
     const Timeline foreign = REQUIRE_VALUE(other.create_timeline());
     IngressOptions options;
@@ -274,7 +274,7 @@ TEST_CASE("failures: several threads closing one egress pipeline at once all ret
 }
 
 TEST_CASE("failures: a throwing source or consumer fails only its own batch or step") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     IngressOptions options;
     const ferry::NormalizeParams params = ferry_test::awkward_params(t.rng);
     options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
@@ -341,7 +341,7 @@ TEST_CASE("failures: a throwing source or consumer fails only its own batch or s
 }
 
 TEST_CASE("failures: callbacks may close their own pipeline; waiting calls from them are refused") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     const ferry::StagingPool pool = REQUIRE_VALUE(
         t.device.create_staging_pool(ferry_test::small_pool(MemoryKind::host_readback, 1 << 16)));
     auto [output, written] = filled(t.device, 4096, 0x0F0F0F0Fu);
@@ -422,7 +422,7 @@ TEST_CASE("failures: callbacks may close their own pipeline; waiting calls from 
 }
 
 TEST_CASE("failures: threads that cannot be started are errors, and nothing is left running") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     const ferry::StagingPool pool = REQUIRE_VALUE(
         t.device.create_staging_pool(ferry_test::small_pool(MemoryKind::host_readback, 1 << 16)));
     EgressOptions egress_options = small_egress(pool);
@@ -485,7 +485,7 @@ TEST_CASE("failures: empty handles answer with errors or documented empty values
   CHECK_OK(no_egress.close());
   CHECK(no_egress.stats().steps_pushed == 0);
 
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     IngressOptions options;
     const ferry::NormalizeParams params = ferry_test::awkward_params(t.rng);
     options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
@@ -507,7 +507,7 @@ TEST_CASE("failures: empty handles answer with errors or documented empty values
 }
 
 TEST_CASE("failures: timeouts of any length wait for the event; negative ones do not wait") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     const Timeout huge[] = {Timeout::max() - Timeout(1), Timeout::max() / 2,
                             std::chrono::duration_cast<Timeout>(std::chrono::hours(24 * 365 * 150))};
     constexpr auto kDelay = std::chrono::milliseconds(30);

@@ -27,7 +27,7 @@ using ferry_test::eventually_equals;
 using ferry_test::make_batches;
 
 TEST_CASE("ingress: pageable batches arrive in order, bit exact, then the stream ends") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     for (std::uint32_t depth : {2u, 3u}) {
       INFO("depth " << depth);
       IngressOptions options;
@@ -65,7 +65,7 @@ TEST_CASE("ingress: pageable batches arrive in order, bit exact, then the stream
 }
 
 TEST_CASE("ingress: pinned batches are uploaded by DMA and consumers queue behind ready") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     IngressOptions options;
     ferry::NormalizeParams params = awkward_params(t.rng);
     params.output_type = ferry::ElementType::float32;
@@ -113,7 +113,7 @@ TEST_CASE("ingress: pinned batches are uploaded by DMA and consumers queue behin
 }
 
 TEST_CASE("ingress: a slow consumer holds the producer back and nothing it holds is overwritten") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     IngressOptions options;
     ferry::NormalizeParams params = awkward_params(t.rng);
     options.depth = 2;
@@ -167,7 +167,7 @@ TEST_CASE("ingress: a slow consumer holds the producer back and nothing it holds
 }
 
 TEST_CASE("ingress: a failing batch surfaces at that batch and the stream goes on") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     IngressOptions options;
     ferry::NormalizeParams params = awkward_params(t.rng);
     const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
@@ -204,7 +204,7 @@ TEST_CASE("ingress: a failing batch surfaces at that batch and the stream goes o
 }
 
 TEST_CASE("ingress: closing with work in flight, and bad options") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     IngressOptions options;
     ferry::NormalizeParams params = awkward_params(t.rng);
     options.pool = REQUIRE_VALUE(t.device.create_staging_pool(ferry_test::small_pool()));

@@ -70,10 +70,15 @@ enum class MessageSeverity : std::uint8_t { info, warning, error };
 
 struct DeviceOptions {
   // Enable the API's validation (Vulkan: Khronos validation layer with synchronization
-  // validation). Also enabled by the environment variable FERRY_VALIDATION=1.
+  // validation). Also enabled by the environment variable FERRY_VALIDATION set to anything but
+  // "" or "0".
   bool validation = false;
   // Receives validation and driver messages. May be called from any thread.
   std::function<void(MessageSeverity, std::string_view)> message_sink;
+  // Device memory that ops needing scratch space (multi-pass kernels) take per command: slabs of
+  // this size, at most this many, made when an op first asks and reused after.
+  std::uint64_t scratch_slab_bytes = 64ull << 20;
+  std::uint32_t scratch_max_slabs = 4;
 };
 
 // A handle to an open device; copies share the same device. The device stays alive while any

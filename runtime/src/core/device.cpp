@@ -40,6 +40,8 @@ DeviceState::~DeviceState() {
 
 namespace {
 
+// FERRY_VALIDATION and other switches: on when set to anything but "" or "0". Read here only, so
+// every backend sees one rule.
 bool env_flag(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr && value[0] != '\0' && std::string(value) != "0";
@@ -115,6 +117,7 @@ Result<Device> Device::open(std::string_view backend_name, int index,
   FERRY_ASSIGN_OR_RETURN(auto impl, chosen->driver->open(index, effective));
 
   auto core = std::make_shared<detail::DeviceCore>();
+  core->scratch_options = {options.scratch_slab_bytes, options.scratch_max_slabs};
   core->info = impl->info();
   core->impl = std::move(impl);
   auto state = std::make_shared<detail::DeviceState>();

@@ -28,7 +28,7 @@ Status check_open(DeviceCore& device, const char* call) {
 }
 
 Status OpRecorder::record(CommandList& list, const char* call, ops::OpArgs args,
-                          std::span<const BindingRequest> bindings) {
+                          std::span<const BindingRequest> bindings, std::uint64_t scratch_bytes) {
   const std::shared_ptr<DeviceCore>* device = nullptr;
   for (const BindingRequest& binding : bindings) {
     FERRY_RETURN_IF_ERROR(
@@ -82,6 +82,16 @@ Status OpRecorder::record(CommandList& list, const char* call, ops::OpArgs args,
   }
 
   RecordedCommand recorded;
+  if (scratch_bytes > 0) {
+    const std::shared_ptr<DeviceState> runtime = (*device)->runtime.lock();
+    if (!runtime) return (*device)->closed_error(call);
+    FERRY_ASSIGN_OR_RETURN(const Lease scratch, acquire_scratch(*runtime, scratch_bytes, call));
+    const std::shared_ptr<LeaseState>& lease = scratch.state();
+    command.bindings.push_back({lease->buffer->impl.get(), lease->offset, lease->size,
+                                backend::Access::read_write});
+    recorded.buffers.push_back(lease->buffer);
+    recorded.leases.push_back(lease);
+  }
   recorded.name = ops::kOpNames[static_cast<std::size_t>(command.kind())].data();
   recorded.needs_compute = true;
   for (const BindingRequest& binding : bindings) {

@@ -33,11 +33,12 @@ struct OpRecorder {
   // Checks, in order: every binding is live and inside its memory; all belong to one open device
   // (and the list's); no written binding overlaps another in the same buffer; the device
   // supports the op (ErrorCode::unavailable with the reason); the backend can run these
-  // arguments (its record-time limits). Then appends the command, which keeps every buffer and
-  // lease alive until its submission completes. On error nothing is recorded. `call` names the
-  // public call in messages.
+  // arguments (its record-time limits). With `scratch_bytes`, the command also gets that much of
+  // the device's scratch memory (acquire_scratch) as a last, read-write binding. Then appends the
+  // command, which keeps every buffer and lease (scratch included) alive until its submission
+  // completes. On error nothing is recorded. `call` names the public call in messages.
   static Status record(CommandList& list, const char* call, ops::OpArgs args,
-                       std::span<const BindingRequest> bindings);
+                       std::span<const BindingRequest> bindings, std::uint64_t scratch_bytes = 0);
 };
 
 }  // namespace ferry::detail

@@ -159,46 +159,99 @@ Status full_error(const detail::PoolState& pool, std::uint64_t size, const char*
 
 }  // namespace
 
-Result<StagingPool> Device::create_staging_pool(const StagingPoolOptions& options) const {
-  if (!state_) return Status(ErrorCode::released, "Device::create_staging_pool: no device");
-  if (options.kind == MemoryKind::device) {
-    return Status(ErrorCode::invalid_argument,
-                  "Device::create_staging_pool: kind must be host_upload or host_readback");
-  }
+namespace detail {
+
+Result<std::shared_ptr<PoolState>> create_pool(const std::shared_ptr<DeviceState>& device,
+                                               const StagingPoolOptions& options,
+                                               const char* call) {
   if (options.slab_bytes == 0 || options.max_slabs == 0 ||
       options.reserved_slabs > options.max_slabs) {
     return Status(ErrorCode::invalid_argument,
-                  "Device::create_staging_pool: need slab_bytes > 0, max_slabs > 0 and "
+                  std::string(call) + ": need slab_bytes > 0, max_slabs > 0 and "
                   "reserved_slabs <= max_slabs (got " + std::to_string(options.slab_bytes) + ", " +
                       std::to_string(options.max_slabs) + ", " +
                       std::to_string(options.reserved_slabs) + ")");
   }
-  const auto slab_bytes = detail::checked_round_up(options.slab_bytes, kStagingAlignment);
-  const auto capacity =
-      slab_bytes ? detail::checked_mul(*slab_bytes, options.max_slabs) : std::nullopt;
+  const auto slab_bytes = checked_round_up(options.slab_bytes, kStagingAlignment);
+  const auto capacity = slab_bytes ? checked_mul(*slab_bytes, options.max_slabs) : std::nullopt;
   if (!capacity) {
     return Status(ErrorCode::out_of_range,
-                  "Device::create_staging_pool: slab_bytes " + std::to_string(options.slab_bytes) +
+                  std::string(call) + ": slab_bytes " + std::to_string(options.slab_bytes) +
                       " (rounded to " + std::to_string(kStagingAlignment) + " bytes) x max_slabs " +
                       std::to_string(options.max_slabs) + " does not fit 64 bits");
   }
   {
-    std::lock_guard lock(state_->core->mutex);
-    if (state_->core->closing) return state_->core->closed_error("Device::create_staging_pool");
+    std::lock_guard lock(device->core->mutex);
+    if (device->core->closing) return device->core->closed_error(call);
   }
-  auto pool = std::make_shared<detail::PoolState>();
-  pool->device = state_->core;
-  pool->runtime = state_;
+  auto pool = std::make_shared<PoolState>();
+  pool->device = device->core;
+  pool->runtime = device;
   pool->options = options;
   pool->options.slab_bytes = *slab_bytes;
   pool->stats.capacity_bytes = *capacity;
   {
     std::lock_guard lock(pool->mutex);
     for (std::uint32_t i = 0; i < options.reserved_slabs; ++i) {
-      auto added = detail::add_slab(*pool);
+      auto added = add_slab(*pool);
       if (!added.ok()) return added.status();
     }
   }
+  return pool;
+}
+
+Result<Lease> acquire_scratch(DeviceState& device, std::uint64_t bytes, const char* call) {
+  DeviceCore& core = *device.core;
+  std::shared_ptr<PoolState> pool;
+  {
+    std::lock_guard lock(core.scratch_mutex);
+    if (!core.scratch) {
+      StagingPoolOptions options;
+      options.kind = MemoryKind::device;
+      options.slab_bytes = core.scratch_options.slab_bytes;
+      options.max_slabs = core.scratch_options.max_slabs;
+      options.reserved_slabs = 0;
+      FERRY_ASSIGN_OR_RETURN(core.scratch,
+                             create_pool(device.shared_from_this(), options, call));
+    }
+    pool = core.scratch;
+  }
+  if (bytes > pool->options.slab_bytes) {
+    return Status(ErrorCode::resource_exhausted,
+                  std::string(call) + ": the op needs " + describe_bytes(bytes) +
+                      " of scratch memory; the device's scratch slabs hold " +
+                      describe_bytes(pool->options.slab_bytes) +
+                      " (DeviceOptions::scratch_slab_bytes)");
+  }
+  const StagingPool scratch(pool);
+  for (;;) {
+    Result<Lease> lease = scratch.try_acquire(bytes);
+    if (lease.ok() || lease.status().code() != ErrorCode::timeout) return lease;
+    // Full. Only work in flight gives scratch back by itself: wait for the oldest such
+    // submission. Scratch held by recorded commands not yet submitted would never come back
+    // while this thread waits, so that is an error rather than a wait.
+    const std::optional<TimelinePoint> oldest = device.oldest_using(pool.get());
+    if (!oldest) {
+      return Status(ErrorCode::resource_exhausted,
+                    std::string(call) + ": all " + describe_bytes(pool->stats.capacity_bytes) +
+                        " of the device's scratch memory is held by recorded commands not yet "
+                        "submitted; submit them first (or raise DeviceOptions::scratch_max_slabs)");
+    }
+    FERRY_RETURN_IF_ERROR(oldest->timeline.state()->impl->host_wait(oldest->value, kInfinite));
+    device.retire();
+  }
+}
+
+}  // namespace detail
+
+Result<StagingPool> Device::create_staging_pool(const StagingPoolOptions& options) const {
+  static constexpr const char* kCall = "Device::create_staging_pool";
+  if (!state_) return Status(ErrorCode::released, "Device::create_staging_pool: no device");
+  if (options.kind == MemoryKind::device) {
+    return Status(ErrorCode::invalid_argument,
+                  "Device::create_staging_pool: kind must be host_upload or host_readback");
+  }
+  FERRY_ASSIGN_OR_RETURN(auto pool, detail::create_pool(state_, options, kCall));
   return StagingPool(std::move(pool));
 }
 

@@ -28,6 +28,7 @@
 namespace ferry::detail {
 
 struct DeviceState;
+struct PoolState;
 
 struct DeviceCore {
   // Declared first so it is destroyed last.
@@ -47,6 +48,16 @@ struct DeviceCore {
   bool closed = false;
   // Lets a host signal flush held-back submissions; expired once no Device/Queue handle is left.
   std::weak_ptr<DeviceState> runtime;
+
+  // Device memory ops ask for per command (multi-pass kernels), made on first use and reused:
+  // slabs of device memory sub-allocated like a staging pool's, a lease per command, back when
+  // its submission completes (acquire_scratch).
+  struct ScratchOptions {
+    std::uint64_t slab_bytes = 0;
+    std::uint32_t max_slabs = 0;
+  } scratch_options;
+  std::mutex scratch_mutex;  // guards `scratch` being made
+  std::shared_ptr<PoolState> scratch;
 
   Status closed_error(const char* call) const;
 };
@@ -158,7 +169,7 @@ struct QueueState {
   std::deque<Submission> in_flight;  // handed to the backend, not yet retired
 };
 
-struct DeviceState {
+struct DeviceState : std::enable_shared_from_this<DeviceState> {
   std::shared_ptr<DeviceCore> core;
   std::array<QueueState, kQueueKindCount> queues;
 
@@ -187,6 +198,17 @@ struct DeviceState {
   // the backend's (device lost), device_closed when `stop_at_close` and the device closes.
   Status wait_queue_idle(QueueState& queue, const Deadline& deadline, bool stop_at_close);
 };
+
+// A pool on `device` (any memory kind: core's own pools may be device memory), checked as
+// Device::create_staging_pool checks its options; `call` names the caller in messages.
+Result<std::shared_ptr<PoolState>> create_pool(const std::shared_ptr<DeviceState>& device,
+                                               const StagingPoolOptions& options,
+                                               const char* call);
+// A lease of `bytes` of the device's scratch memory for one command. Waits for submissions in
+// flight that hold scratch; ErrorCode::resource_exhausted when the request is larger than a
+// slab, or when everything is held by recorded commands not yet submitted (waiting would never
+// end).
+Result<Lease> acquire_scratch(DeviceState& device, std::uint64_t bytes, const char* call);
 
 // Fails (floor, value] of each point's timeline that nothing accepted has promised yet (taking
 // the lock); for a composite operation, such as a chunked transfer, that gave up after part of

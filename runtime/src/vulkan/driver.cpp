@@ -43,8 +43,8 @@ class VulkanDriver final : public Driver {
 
   Result<std::unique_ptr<BackendDevice>> open(int index, const DeviceOptions& options) override {
     vulkan::InstanceOptions instance_options;
-    instance_options.validation =
-        options.validation || vulkan::validation_requested_by_environment();
+    // Core has applied FERRY_VALIDATION already (core/device.cpp: the one place it is read).
+    instance_options.validation = options.validation;
     instance_options.message_sink = options.message_sink;
     FERRY_ASSIGN_OR_RETURN(auto instance, vulkan::VulkanInstance::create(instance_options));
     FERRY_ASSIGN_OR_RETURN(const vulkan::PhysicalDeviceList devices,

@@ -65,11 +65,6 @@ Status check_validation_support() {
 
 }  // namespace
 
-bool validation_requested_by_environment() {
-  const char* value = std::getenv("FERRY_VALIDATION");
-  return value != nullptr && std::strcmp(value, "1") == 0;
-}
-
 void MessageRelay::relay(MessageSeverity severity, std::string_view message) {
   if (severity != MessageSeverity::info) count_.fetch_add(1);
   if (sink_) {

@@ -66,7 +66,5 @@ class VulkanInstance {
   std::unique_ptr<MessageRelay> relay_;
 };
 
-// True when the environment variable FERRY_VALIDATION is set to 1.
-bool validation_requested_by_environment();
 
 }  // namespace ferry::vulkan

@@ -77,6 +77,29 @@ Result<HostMemoryImport> describe_host_memory_import(VkPhysicalDevice handle) {
   return import;
 }
 
+// For tests, FERRY_VULKAN_HIDE_FEATURES: the device acts as if it lacked these optional features
+// (comma-separated Vulkan names), so that the ops needing them are refused as on such a device.
+Status hide_features(std::string_view names, DeviceFeatures& features) {
+  while (!names.empty()) {
+    const std::size_t comma = names.find(',');
+    const std::string_view name = names.substr(0, comma);
+    names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+    if (name == "shaderInt64") {
+      features.shader_int64 = false;
+    } else if (name == "storageBuffer8BitAccess") {
+      features.storage_buffer_8bit = false;
+    } else if (name == "storageBuffer16BitAccess") {
+      features.storage_buffer_16bit = false;
+    } else if (!name.empty()) {
+      return Status(ErrorCode::invalid_argument,
+                    "FERRY_VULKAN_HIDE_FEATURES: '" + std::string(name) +
+                        "' is no optional feature ferry uses (shaderInt64, "
+                        "storageBuffer8BitAccess, storageBuffer16BitAccess)");
+    }
+  }
+  return Status();
+}
+
 // SM count and threads per SM from VK_NV_shader_sm_builtins, when the device has it.
 Status describe_compute_units(VkPhysicalDevice handle, PhysicalDevice& device) {
   FERRY_ASSIGN_OR_RETURN(const bool sm_builtins,
@@ -216,6 +239,12 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
   device.features.shader_int64 = features.features.shaderInt64 == VK_TRUE;
   device.features.storage_buffer_8bit = features12.storageBuffer8BitAccess == VK_TRUE;
   device.features.storage_buffer_16bit = features11.storageBuffer16BitAccess == VK_TRUE;
+  if (const char* hidden = std::getenv("FERRY_VULKAN_HIDE_FEATURES");
+      hidden != nullptr && hidden[0] != '\0') {
+    if (Status applied = hide_features(hidden, device.features); !applied.ok()) {
+      return applied.message();
+    }
+  }
   FERRY_RETURN_IF_ERROR(describe_compute_units(handle, device));
   device.info.queues.assign(device.queue_plan.queues.begin(), device.queue_plan.queues.end());
   return std::string();

@@ -153,7 +153,7 @@ Case random_case(std::mt19937_64& rng) {
 }  // namespace
 
 TEST_CASE("normalize: random shapes, layouts, crops, mirror and output types match the truth") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     for (int round = 0; round < 4; ++round) {
       std::vector<Case> cases;
       for (int i = 0; i < 12; ++i) cases.push_back(random_case(t.rng));
@@ -189,7 +189,7 @@ TEST_CASE("normalize: packed interleaved input, aligned for word runs or not, ma
       {"width 14", 14},
       {"destination 2 elements in", 16, 0, 0, 0, 0, 0, 2},
   };
-  ferry_test::for_each_backend([&](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [&](BackendUnderTest& t) {
     std::vector<Case> cases;
     for (const Placement& placement : placements) {
       for (std::uint32_t channels = 1; channels <= 4; ++channels) {
@@ -229,7 +229,7 @@ TEST_CASE("normalize: packed interleaved input, aligned for word runs or not, ma
 }
 
 TEST_CASE("normalize: a grid far smaller than the work, invocations looping, matches the truth") {
-  ferry_test::for_each_backend([&](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [&](BackendUnderTest& t) {
     // A Vulkan device with 3 workgroups of 32 invocations on either path, each loading up to 48
     // source bytes ahead (the CPU backend ignores the variable): every invocation walks many work
     // items, in several batches of 1 to 4 runs on the vector path, the last batch partly past the
@@ -278,7 +278,7 @@ TEST_CASE("normalize: a grid far smaller than the work, invocations looping, mat
 }
 
 TEST_CASE("normalize: every byte value with extreme factors (overflow, subnormals, exact zeros)") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     // One row of 256 pixels x 4 channels holding every byte value in every channel.
     auto base = [] {
       NormalizeParams p;
@@ -333,7 +333,7 @@ TEST_CASE("normalize: every byte value with extreme factors (overflow, subnormal
 }
 
 TEST_CASE("normalize: reads straight from host memory, and chains with copies in one submission") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     NormalizeParams p;
     p.input = {2, 37, 53, 3, ImageLayout::nhwc};
     p.crop = {3, 0, 50, 37};
@@ -371,7 +371,7 @@ TEST_CASE("normalize: reads straight from host memory, and chains with copies in
 }
 
 TEST_CASE("normalize: bad parameters are clear errors and record nothing") {
-  ferry_test::for_each_backend([](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     NormalizeParams good;
     good.input = {2, 8, 10, 3, ImageLayout::nhwc};
     const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(good));

@@ -62,7 +62,7 @@ TEST_CASE("normalize: packed 3-channel images to NCHW, word-aligned or not, matc
       {0.485 * 255, 0.456 * 255, 0.406 * 255, 0.229 * 255, 0.224 * 255, 0.225 * 255},
       {0.0, 5.0, 0.0, 1e-3, 3e8, 1e-37},
   }};
-  ferry_test::for_each_backend([&](BackendUnderTest& t) {
+  ferry_test::for_each_backend({"normalize"}, [&](BackendUnderTest& t) {
     struct Prepared {
       std::string what;
       NormalizeParams params;
