@@ -1,4 +1,4 @@
-// The fill kernel (FillCommand): wide aligned stores inside the range, bytes at its edges.
+// The fill kernel (ops::FillArgs): wide aligned stores inside the range, bytes at its edges.
 #include <cstdint>
 
 #include "fill_thread.cuh"

@@ -1,5 +1,5 @@
 // The fill kernel's per-thread work (host and device, so host-side tests run the same code).
-// FillCommand semantics: byte i of the range gets byte (i % 4) of the little-endian pattern,
+// ops::FillArgs semantics: byte i of the range gets byte (i % 4) of the little-endian pattern,
 // counted from the start of the range, whatever its alignment.
 #pragma once
 

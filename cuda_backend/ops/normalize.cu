@@ -1,4 +1,4 @@
-// The normalize kernel (NormalizeCommand): uint8 images to float32 / float16 / bfloat16 tensors.
+// The normalize kernel (ops::NormalizeArgs): uint8 images to float32 / float16 / bfloat16 tensors.
 // One instantiation per output type, output layout and channel count, so a thread's inner loops
 // are fully unrolled and branch on none of them (vector or element stores is one branch per work
 // item, the same in every thread). Packed 3-channel input to NCHW output (the common case: RGB

@@ -1,5 +1,5 @@
 // Queue-family planning of the Vulkan backend (pure function, no GPU): NVIDIA H100 and lavapipe
-// tables from DESIGN.md, plus compute-only and degenerate devices.
+// tables measured on the test GPU (docs/PERFORMANCE.md), plus compute-only and degenerate devices.
 #include <doctest/doctest.h>
 
 #include <vector>

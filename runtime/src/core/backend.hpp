@@ -4,7 +4,7 @@
 //
 // What core guarantees to a backend, so that backends stay small:
 // - Arguments are validated: commands are in bounds, sizes are non-zero, buffers belong to this
-//   device, fills are on the compute queue.
+//   device, ops are on the compute queue, no written binding of an op overlaps another.
 // - submit() calls are serialized per device (never concurrent with each other).
 // - Every size and offset it is given fits 64 bits with its extent (core/checked.hpp, which
 //   backends use too for their own arithmetic).

@@ -22,19 +22,19 @@ using ferry::vulkan::NormalizeLimits;
 
 // A normalize as the plan sees it: the op's arguments (ops/normalize.hpp) and where its first
 // byte read and its output lie in their buffers.
-struct NormalizeCommand : ferry::ops::NormalizeArgs {
+struct PlannedNormalize : ferry::ops::NormalizeArgs {
   std::uint64_t src_offset = 0;
   std::uint64_t dst_offset = 0;
 };
 
-ferry::Result<std::vector<NormalizeDispatch>> plan_normalize(const NormalizeCommand& command,
+ferry::Result<std::vector<NormalizeDispatch>> plan_normalize(const PlannedNormalize& command,
                                                              const NormalizeLimits& limits) {
   return ferry::vulkan::plan_normalize(command, command.src_offset, command.dst_offset, limits);
 }
 
 // Absolute source byte of output element (n, c, y, x), straight from ops/normalize.hpp's
 // definition.
-std::uint64_t source_byte(const NormalizeCommand& command, std::uint64_t n, std::uint64_t c,
+std::uint64_t source_byte(const PlannedNormalize& command, std::uint64_t n, std::uint64_t c,
                           std::uint64_t y, std::uint64_t x) {
   const std::uint64_t xs = command.mirror ? command.width - 1 - x : x;
   return command.src_offset + n * command.image_stride + c * command.channel_stride +
@@ -42,7 +42,7 @@ std::uint64_t source_byte(const NormalizeCommand& command, std::uint64_t n, std:
 }
 
 // Absolute destination element index (from byte 0 of dst) of output element (n, c, y, x).
-std::uint64_t destination_element(const NormalizeCommand& command, std::uint64_t n,
+std::uint64_t destination_element(const PlannedNormalize& command, std::uint64_t n,
                                   std::uint64_t c, std::uint64_t y, std::uint64_t x) {
   const std::uint64_t first = command.dst_offset / ferry::element_size(command.output_type);
   if (command.output_layout == ImageLayout::nchw) {
@@ -192,7 +192,7 @@ struct PlanSummary {
   std::size_t vector_dispatches = 0;  // dispatches on the vector path
 };
 
-PlanSummary check_plan(const NormalizeCommand& command, const NormalizeLimits& limits) {
+PlanSummary check_plan(const PlannedNormalize& command, const NormalizeLimits& limits) {
   CAPTURE(command.batch);
   CAPTURE(command.channels);
   CAPTURE(command.height);
@@ -260,8 +260,8 @@ std::uint32_t pick(std::mt19937_64& rng, std::uint32_t lo, std::uint32_t hi) {
 }
 
 // A random command as core would resolve it (strides consistent with a real layout).
-NormalizeCommand random_command(std::mt19937_64& rng) {
-  NormalizeCommand command;
+PlannedNormalize random_command(std::mt19937_64& rng) {
+  PlannedNormalize command;
   command.batch = pick(rng, 1, 5);
   command.channels = pick(rng, 1, 4);
   command.height = pick(rng, 1, 9);
@@ -283,11 +283,11 @@ NormalizeCommand random_command(std::mt19937_64& rng) {
 
 // A random command with interleaved, tightly packed input and a width that is a multiple of 4,
 // mostly aligned for the vector path and sometimes not (odd pitches and offsets).
-NormalizeCommand random_interleaved_command(std::mt19937_64& rng) {
+PlannedNormalize random_interleaved_command(std::mt19937_64& rng) {
   auto mostly_words = [&](std::uint32_t words) {
     return pick(rng, 0, 3) == 0 ? pick(rng, 1, 3) : 4 * pick(rng, 0, words);
   };
-  NormalizeCommand command;
+  PlannedNormalize command;
   command.batch = pick(rng, 1, 5);
   command.channels = pick(rng, 1, 4);
   command.height = pick(rng, 1, 6);
@@ -309,7 +309,7 @@ NormalizeCommand random_interleaved_command(std::mt19937_64& rng) {
 }
 
 // Random small limits, with a window from barely one image (plus alignment) up to everything.
-NormalizeLimits random_limits(std::mt19937_64& rng, const NormalizeCommand& command,
+NormalizeLimits random_limits(std::mt19937_64& rng, const PlannedNormalize& command,
                               std::uint32_t min_alignment_log2) {
   NormalizeLimits limits;
   limits.offset_alignment = std::uint64_t{1} << pick(rng, min_alignment_log2, 8);
@@ -325,7 +325,7 @@ NormalizeLimits random_limits(std::mt19937_64& rng, const NormalizeCommand& comm
 }
 
 // The vector path's run length for a command that fits one window of the default limits.
-std::uint32_t planned_run_pixels(const NormalizeCommand& command) {
+std::uint32_t planned_run_pixels(const PlannedNormalize& command) {
   const auto planned = plan_normalize(command, NormalizeLimits{});
   REQUIRE_MESSAGE(planned.ok(), planned.status().to_string());
   REQUIRE(planned->size() == 1);
@@ -335,7 +335,7 @@ std::uint32_t planned_run_pixels(const NormalizeCommand& command) {
 }  // namespace
 
 TEST_CASE("normalize plan: one dispatch when everything fits one window") {
-  NormalizeCommand command;
+  PlannedNormalize command;
   command.batch = 2;
   command.channels = 3;
   command.height = 5;
@@ -364,7 +364,7 @@ TEST_CASE("normalize plan: random shapes, whole and split into windows, replayed
   std::mt19937_64 rng(42);
   int split = 0;
   for (int i = 0; i < 400; ++i) {
-    const NormalizeCommand command = random_command(rng);
+    const PlannedNormalize command = random_command(rng);
     const NormalizeLimits limits = random_limits(rng, command, 2);
     split += check_plan(command, limits).dispatches > 1;
   }
@@ -378,7 +378,7 @@ TEST_CASE("normalize plan: interleaved input on the vector path, whole and split
   int split_vector = 0;    // ... of them split into several dispatches
   int element_only = 0;    // commands entirely on the element path
   for (int i = 0; i < 600; ++i) {
-    const NormalizeCommand command = random_interleaved_command(rng);
+    const PlannedNormalize command = random_interleaved_command(rng);
     // Mostly the 16 bytes or more that real devices ask for; sometimes 4 or 8.
     const NormalizeLimits limits = random_limits(rng, command, pick(rng, 0, 3) == 0 ? 2 : 4);
     const PlanSummary summary = check_plan(command, limits);
@@ -395,7 +395,7 @@ TEST_CASE("normalize plan: interleaved input on the vector path, whole and split
 
 TEST_CASE("normalize plan: the vector path is taken exactly when input and output are aligned") {
   // 2 images of 5 x 16 pixels, 3 channels, tightly packed: the ImageNet case.
-  NormalizeCommand base;
+  PlannedNormalize base;
   base.batch = 2;
   base.channels = 3;
   base.height = 5;
@@ -405,12 +405,12 @@ TEST_CASE("normalize plan: the vector path is taken exactly when input and outpu
   base.row_stride = 48;
   base.image_stride = 240;
   auto with = [&](auto&& change) {
-    NormalizeCommand command = base;
+    PlannedNormalize command = base;
     change(command);
     CHECK(check_plan(command, NormalizeLimits{}).dispatches == 1);
     return planned_run_pixels(command);
   };
-  using C = NormalizeCommand;
+  using C = PlannedNormalize;
   for (const bool mirror : {false, true}) {
     for (const ImageLayout layout : {ImageLayout::nchw, ImageLayout::nhwc}) {
       CAPTURE(mirror);
@@ -472,7 +472,7 @@ TEST_CASE("normalize plan: the vector path is taken exactly when input and outpu
 }
 
 TEST_CASE("normalize plan: the grid counts runs on the vector path") {
-  NormalizeCommand command;
+  PlannedNormalize command;
   command.batch = 3;
   command.channels = 3;
   command.height = 7;
@@ -502,7 +502,7 @@ TEST_CASE("normalize plan: the grid counts runs on the vector path") {
 }
 
 TEST_CASE("normalize plan: an image larger than a window is a clear error") {
-  NormalizeCommand command;
+  PlannedNormalize command;
   command.batch = 3;
   command.channels = 1;
   command.height = 64;
@@ -530,7 +530,7 @@ TEST_CASE("normalize plan: an image larger than a window is a clear error") {
 
 TEST_CASE("normalize plan: a huge unused pitch does not need to fit 32 bits") {
   // One row of one image: the row and image pitches are never stepped over.
-  NormalizeCommand command;
+  PlannedNormalize command;
   command.batch = 1;
   command.channels = 2;
   command.height = 1;
