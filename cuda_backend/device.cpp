@@ -190,20 +190,18 @@ Status CudaDevice::submit(QueueKind queue, const backend::Submission& submission
     }
   }
   for (std::size_t i = 0; i < submission.commands.size(); ++i) {
-    const backend::Command& command = submission.commands[i];
-    Status status;
-    if (const auto* copy = std::get_if<backend::CopyCommand>(&command)) {
-      status = record_copy(*copy, stream);
-    } else {
-      // An op, with its kernel; a listed op without one does not compile (op_kernels.hpp).
-      const auto& op = std::get<backend::OpCommand>(command);
-      status = std::visit(
-          [&](const auto& args) {
-            return kernel_for<std::decay_t<decltype(args)>>(kernels_).record(args, op.bindings,
-                                                                            stream);
-          },
-          op.args);
-    }
+    Status status = backend::visit_command(
+        submission.commands[i],
+        [&](const backend::CopyCommand& copy) { return record_copy(copy, stream); },
+        [&](const backend::OpCommand& op) {
+          // With the op's kernel; a listed op without one does not compile (op_kernels.hpp).
+          return std::visit(
+              [&](const auto& args) {
+                return kernel_for<std::decay_t<decltype(args)>>(kernels_).record(
+                    args, op.bindings, stream);
+              },
+              op.args);
+        });
     if (!status.ok()) {
       status.with_context("command " + std::to_string(i + 1) + " of " +
                           std::to_string(submission.commands.size()));

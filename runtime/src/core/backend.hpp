@@ -22,6 +22,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -82,6 +83,23 @@ struct OpCommand {
 };
 
 using Command = std::variant<CopyCommand, OpCommand>;
+
+// Calls on_copy or on_op with `command`. Backends go through this (never std::get), so a Command
+// alternative added without a handler does not compile.
+template <typename OnCopy, typename OnOp>
+decltype(auto) visit_command(const Command& command, OnCopy&& on_copy, OnOp&& on_op) {
+  return std::visit(
+      [&](const auto& alternative) -> decltype(auto) {
+        using Alternative = std::decay_t<decltype(alternative)>;
+        if constexpr (std::is_same_v<Alternative, CopyCommand>) {
+          return on_copy(alternative);
+        } else {
+          static_assert(std::is_same_v<Alternative, OpCommand>, "a Command has no handler");
+          return on_op(alternative);
+        }
+      },
+      command);
+}
 
 struct TimelineValue {
   BackendTimeline* timeline = nullptr;

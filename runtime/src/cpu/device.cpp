@@ -102,18 +102,20 @@ static_assert(ops::handles_every_op<RunOnCpu, std::span<const std::span<std::byt
 std::byte* memory_of(backend::BackendBuffer* buffer) { return static_cast<CpuBuffer*>(buffer)->data(); }
 
 void run_command(const Command& command) {
-  if (const auto* copy = std::get_if<CopyCommand>(&command)) {
-    std::memcpy(memory_of(copy->dst) + copy->dst_offset, memory_of(copy->src) + copy->src_offset,
-                copy->size);
-    return;
-  }
-  const OpCommand& op = std::get<OpCommand>(command);  // the other alternative
-  std::vector<std::span<std::byte>> bindings;
-  bindings.reserve(op.bindings.size());
-  for (const Binding& binding : op.bindings) {
-    bindings.emplace_back(memory_of(binding.buffer) + binding.offset, binding.size);
-  }
-  std::visit([&](const auto& args) { RunOnCpu{}(args, bindings); }, op.args);
+  backend::visit_command(
+      command,
+      [](const CopyCommand& copy) {
+        std::memcpy(memory_of(copy.dst) + copy.dst_offset, memory_of(copy.src) + copy.src_offset,
+                    copy.size);
+      },
+      [](const OpCommand& op) {
+        std::vector<std::span<std::byte>> bindings;
+        bindings.reserve(op.bindings.size());
+        for (const Binding& binding : op.bindings) {
+          bindings.emplace_back(memory_of(binding.buffer) + binding.offset, binding.size);
+        }
+        std::visit([&](const auto& args) { RunOnCpu{}(args, bindings); }, op.args);
+      });
 }
 
 // A submission waiting its turn on a queue's thread.

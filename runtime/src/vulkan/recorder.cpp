@@ -22,24 +22,27 @@ struct CommandAccess {
 
 CommandAccess access_of(const backend::Command& command) {
   CommandAccess access;
-  if (const auto* copy = std::get_if<backend::CopyCommand>(&command)) {
-    access.stage = VK_PIPELINE_STAGE_2_COPY_BIT;
-    access.access = VK_ACCESS_2_TRANSFER_READ_BIT | VK_ACCESS_2_TRANSFER_WRITE_BIT;
-    access.write_access = VK_ACCESS_2_TRANSFER_WRITE_BIT;
-    access.read.push_back(static_cast<const VulkanBuffer*>(copy->src));
-    access.written.push_back(static_cast<const VulkanBuffer*>(copy->dst));
-    return access;
-  }
-  // An op: compute shaders reading and writing storage buffers (a written binding may also be
-  // read: fill's edge words are atomic read-modify-writes).
-  const auto& op = std::get<backend::OpCommand>(command);
-  access.stage = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
-  access.access = VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
-  access.write_access = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
-  for (const backend::Binding& binding : op.bindings) {
-    const auto* buffer = static_cast<const VulkanBuffer*>(binding.buffer);
-    (binding.access == backend::Access::read ? access.read : access.written).push_back(buffer);
-  }
+  backend::visit_command(
+      command,
+      [&](const backend::CopyCommand& copy) {
+        access.stage = VK_PIPELINE_STAGE_2_COPY_BIT;
+        access.access = VK_ACCESS_2_TRANSFER_READ_BIT | VK_ACCESS_2_TRANSFER_WRITE_BIT;
+        access.write_access = VK_ACCESS_2_TRANSFER_WRITE_BIT;
+        access.read.push_back(static_cast<const VulkanBuffer*>(copy.src));
+        access.written.push_back(static_cast<const VulkanBuffer*>(copy.dst));
+      },
+      [&](const backend::OpCommand& op) {
+        // Compute shaders reading and writing storage buffers (a written binding may also be
+        // read: fill's edge words are atomic read-modify-writes).
+        access.stage = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
+        access.access = VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
+        access.write_access = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
+        for (const backend::Binding& binding : op.bindings) {
+          const auto* buffer = static_cast<const VulkanBuffer*>(binding.buffer);
+          (binding.access == backend::Access::read ? access.read : access.written)
+              .push_back(buffer);
+        }
+      });
   return access;
 }
 
@@ -141,17 +144,18 @@ Status record_body(const DeviceContext& context, const OpPipelines& pipelines,
     if (hazards.conflicts(accesses[i])) record_barrier(vk, command_buffer, hazards.barrier(all));
     hazards.add(accesses[i]);
 
-    if (const auto* copy = std::get_if<backend::CopyCommand>(&commands[i])) {
-      VkBufferCopy region{};
-      region.srcOffset = copy->src_offset;
-      region.dstOffset = copy->dst_offset;
-      region.size = copy->size;
-      vk.vkCmdCopyBuffer(command_buffer, static_cast<const VulkanBuffer*>(copy->src)->handle(),
-                         static_cast<const VulkanBuffer*>(copy->dst)->handle(), 1, &region);
-    } else {
-      FERRY_RETURN_IF_ERROR(
-          record_op(pipelines, command_buffer, std::get<backend::OpCommand>(commands[i])));
-    }
+    FERRY_RETURN_IF_ERROR(backend::visit_command(
+        commands[i],
+        [&](const backend::CopyCommand& copy) {
+          VkBufferCopy region{};
+          region.srcOffset = copy.src_offset;
+          region.dstOffset = copy.dst_offset;
+          region.size = copy.size;
+          vk.vkCmdCopyBuffer(command_buffer, static_cast<const VulkanBuffer*>(copy.src)->handle(),
+                             static_cast<const VulkanBuffer*>(copy.dst)->handle(), 1, &region);
+          return Status();
+        },
+        [&](const backend::OpCommand& op) { return record_op(pipelines, command_buffer, op); }));
   }
 
   if (all.write_access != 0) {
