@@ -34,6 +34,10 @@ DeviceState::~DeviceState() {
   }
   core->impl->finish_teardown_work();
   retire();
+  // The scratch pool points back at the core; with no handle left no op can ask for scratch, so
+  // break the cycle here (leases still held by buffers keep the pool alive until they go).
+  std::lock_guard lock(core->scratch_mutex);
+  core->scratch.reset();
 }
 
 }  // namespace detail
