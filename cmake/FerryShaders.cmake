@@ -11,7 +11,7 @@ set(FERRY_EMBED_SPIRV_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/EmbedSpirv.cmake)
 
 # ferry_compile_shader(<source> <symbol> <header-out-var>)
 # Compiles <source> (relative to the current source dir) and generates
-# ${CMAKE_BINARY_DIR}/generated/ferry/shaders/<source name>.spv.h declaring
+# ${PROJECT_BINARY_DIR}/generated/ferry/shaders/<source name>.spv.h declaring
 # ferry::shaders::<symbol> (a std::span<const std::uint32_t>). Sets <header-out-var> to its path.
 function(ferry_compile_shader source symbol header_var)
   get_filename_component(source_path "${source}" ABSOLUTE)
@@ -20,12 +20,12 @@ function(ferry_compile_shader source symbol header_var)
   set(unoptimized ${spv_dir}/${source_name}.unopt.spv)
   set(optimized ${spv_dir}/${source_name}.spv)
   set(depfile ${spv_dir}/${source_name}.d)
-  set(header ${CMAKE_BINARY_DIR}/generated/ferry/shaders/${source_name}.spv.h)
+  set(header ${PROJECT_BINARY_DIR}/generated/ferry/shaders/${source_name}.spv.h)
 
   add_custom_command(
     OUTPUT ${unoptimized}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${spv_dir}
-    COMMAND ${FERRY_GLSLANG_VALIDATOR} --target-env ${FERRY_SPIRV_TARGET_ENV}
+    COMMAND ${FERRY_GLSLANG_VALIDATOR} --quiet --target-env ${FERRY_SPIRV_TARGET_ENV}
             --depfile ${depfile} -o ${unoptimized} ${source_path}
     MAIN_DEPENDENCY ${source_path}
     DEPFILE ${depfile}

@@ -31,16 +31,20 @@ std::uint64_t physical_memory_bytes() {
   return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
 }
 
-// Says whether a driver is there at all: cudaErrorInsufficientDriver covers both cases.
-std::string driver_hint() {
+// Why the first runtime call failed, in words. cudaErrorInsufficientDriver means either no driver
+// at all or one too old, and its own text blames the version in both cases: tell them apart.
+std::string why_no_device(cudaError_t error) {
   int driver_version = 0;
   int runtime_version = 0;
   (void)cudaDriverGetVersion(&driver_version);
   (void)cudaRuntimeGetVersion(&runtime_version);
   (void)cudaGetLastError();
-  if (driver_version == 0) return "; no NVIDIA driver found (libcuda.so.1 could not be loaded)";
-  return "; the driver supports CUDA " + version_text(driver_version) + ", this build needs " +
-         version_text(runtime_version);
+  if (driver_version == 0) return "no NVIDIA driver found (libcuda.so.1 could not be loaded)";
+  if (error == cudaErrorInsufficientDriver) {
+    return "the NVIDIA driver supports CUDA " + version_text(driver_version) +
+           ", this build of ferry needs " + version_text(runtime_version) + " or newer";
+  }
+  return "cudaGetDeviceCount failed: " + describe(error);
 }
 
 Result<DeviceInfo> describe_device(int index) {
@@ -82,7 +86,7 @@ class CudaDriver final : public Driver {
     // The first runtime call: loads libcuda.so.1. No driver, an old driver or no GPU all end
     // up here as an error code, never as a crash.
     if (const cudaError_t error = cudaGetDeviceCount(&count); error != cudaSuccess) {
-      result.reason = "cudaGetDeviceCount failed: " + describe(error) + driver_hint();
+      result.reason = why_no_device(error);
       (void)cudaGetLastError();
       return result;
     }

@@ -36,7 +36,8 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 
 echo "install-deps: installing ${missing[*]}"
-# Wait for a dpkg lock held by e.g. unattended-upgrades on a freshly booted machine.
-apt_options=(-y -q --no-install-recommends -o DPkg::Lock::Timeout=600)
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 update
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install "${apt_options[@]}" "${missing[@]}"
+# apt-get-retry.sh waits for locks held by another apt process (on a freshly booted machine, a
+# boot-time update or unattended-upgrades) instead of failing.
+apt_get=("${as_root[@]}" bash "$(dirname "${BASH_SOURCE[0]}")/apt-get-retry.sh")
+"${apt_get[@]}" -q update
+"${apt_get[@]}" install -y -q --no-install-recommends "${missing[@]}"

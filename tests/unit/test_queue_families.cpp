@@ -219,15 +219,21 @@ TEST_CASE("queue families: FERRY_VULKAN_QUEUES overrides chosen queues and rejec
   check_queue(*shared, QueueKind::upload, 1, 1, true);
   check_queue(*shared, QueueKind::download, 1, 1, true);
 
-  for (const char* bad : {"upload=5.0", "upload=4.1", "upload", "upload=1", "copy=1.0",
-                          "compute=1.0", "upload=a.b", "upload=1.0,"}) {
+  // Malformed (wrong on every device): invalid_argument. Well formed but naming a queue this
+  // device lacks: failed_precondition (the device is passed over, other devices may fit).
+  for (const char* bad : {"upload", "upload=1", "copy=1.0", "upload=a.b", "upload=1.",
+                          "upload=99999999999999999999.0", "upload=-1.0"}) {
     CAPTURE(bad);
     const auto result = override_queues(families, *plan, bad);
-    if (std::string_view(bad) == "upload=1.0,") {
-      CHECK(result.ok());  // a trailing comma is harmless
-      continue;
-    }
     REQUIRE_FALSE(result.ok());
     CHECK(result.status().code() == ErrorCode::invalid_argument);
+    CHECK(result.status().message().find("FERRY_VULKAN_QUEUES") != std::string::npos);
   }
+  for (const char* missing : {"upload=5.0", "upload=4.1", "compute=1.0"}) {
+    CAPTURE(missing);
+    const auto result = override_queues(families, *plan, missing);
+    REQUIRE_FALSE(result.ok());
+    CHECK(result.status().code() == ErrorCode::failed_precondition);
+  }
+  CHECK(override_queues(families, *plan, "upload=1.0,").ok());  // a trailing comma is harmless
 }

@@ -171,6 +171,9 @@ struct ProbeResult {
   bool available = false;
   std::string reason;  // why not, when unavailable
   std::vector<DeviceInfo> devices;
+  // A ferry setting for this backend is malformed (an environment variable such as
+  // FERRY_VULKAN_QUEUES): Device::open fails with it rather than passing over the backend.
+  Status config_error;
 };
 
 class Driver {

@@ -84,6 +84,10 @@ Result<Device> Device::open(std::string_view backend_name, int index,
   const detail::DriverEntry* chosen = nullptr;
   if (backend_name == "auto") {
     for (const auto& entry : detail::drivers()) {
+      // A malformed setting is an error, not a reason to fall back to the next backend.
+      if (!entry.probe->config_error.ok()) {
+        return entry.probe->config_error.with_context("Device::open(auto)");
+      }
       if (entry.probe->available && !entry.probe->devices.empty()) {
         chosen = &entry;
         break;
@@ -101,10 +105,13 @@ Result<Device> Device::open(std::string_view backend_name, int index,
       return Status(ErrorCode::unavailable, "Device::open: backend '" + std::string(backend_name) +
                                                 "' is not built into this ferry");
     }
+    if (!chosen->probe->config_error.ok()) {
+      return chosen->probe->config_error.with_context("Device::open");
+    }
     if (!chosen->probe->available) {
       return Status(ErrorCode::unavailable, "Device::open: backend '" +
                                                 std::string(backend_name) +
-                                                "' is unavailable: " + chosen->probe->reason);
+                                                "' cannot run here: " + chosen->probe->reason);
     }
   }
   const auto device_count = static_cast<int>(chosen->probe->devices.size());

@@ -260,7 +260,7 @@ class CpuDevice final : public BackendDevice {
 class CpuDriver final : public Driver {
  public:
   Backend backend() const override { return Backend::cpu; }
-  ProbeResult probe() override { return {true, "", {cpu_device_info()}}; }
+  ProbeResult probe() override { return {true, "", {cpu_device_info()}, Status()}; }
   Result<std::unique_ptr<BackendDevice>> open(int index, const DeviceOptions&) override {
     if (index != 0) return Status(ErrorCode::out_of_range, "cpu: only device 0 exists");
     auto device = std::make_unique<CpuDevice>();

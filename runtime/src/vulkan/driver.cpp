@@ -26,6 +26,9 @@ class VulkanDriver final : public Driver {
         vulkan::list_physical_devices((*instance)->handle());
     if (!devices.ok()) {
       result.reason = devices.status().message();
+      if (devices.status().code() == ErrorCode::invalid_argument) {
+        result.config_error = devices.status();
+      }
       return result;
     }
     if (devices->usable.empty()) {

@@ -232,6 +232,8 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
   if (!plan.ok()) return plan.status().message();
   if (const char* spec = std::getenv("FERRY_VULKAN_QUEUES"); spec != nullptr && spec[0] != '\0') {
     plan = override_queues(device.info.queue_families, *plan, spec);
+    // A malformed variable is the user's error on every device: fail, do not fall back.
+    if (!plan.ok() && plan.status().code() == ErrorCode::invalid_argument) return plan.status();
     if (!plan.ok()) return plan.status().message();
   }
   device.queue_plan = std::move(plan).value();
@@ -241,9 +243,7 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
   device.features.storage_buffer_16bit = features11.storageBuffer16BitAccess == VK_TRUE;
   if (const char* hidden = std::getenv("FERRY_VULKAN_HIDE_FEATURES");
       hidden != nullptr && hidden[0] != '\0') {
-    if (Status applied = hide_features(hidden, device.features); !applied.ok()) {
-      return applied.message();
-    }
+    FERRY_RETURN_IF_ERROR(hide_features(hidden, device.features));
   }
   FERRY_RETURN_IF_ERROR(describe_compute_units(handle, device));
   device.info.queues.assign(device.queue_plan.queues.begin(), device.queue_plan.queues.end());

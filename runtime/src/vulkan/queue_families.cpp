@@ -1,6 +1,7 @@
 #include "vulkan/queue_families.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <string>
 
 namespace ferry::vulkan {
@@ -99,10 +100,11 @@ Result<QueuePlan> override_queues(std::span<const QueueFamilyInfo> families, con
     spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
     const std::size_t equals = item.find('=');
     const std::size_t dot = equals == std::string_view::npos ? equals : item.find('.', equals);
-    auto bad = [&](const char* why) {
-      return Status(ErrorCode::invalid_argument,
-                    "FERRY_VULKAN_QUEUES: '" + std::string(item) + "': " + why +
-                        " (expected e.g. upload=1.0,download=3.0)");
+    // invalid_argument: the text is malformed (wrong on every device); failed_precondition:
+    // well formed, but this device has no such queue.
+    auto bad = [&](const char* why, ErrorCode code = ErrorCode::invalid_argument) {
+      return Status(code, "FERRY_VULKAN_QUEUES: '" + std::string(item) + "': " + why +
+                              " (expected e.g. upload=1.0,download=3.0)");
     };
     if (dot == std::string_view::npos) return bad("malformed");
     int kind = -1;
@@ -110,20 +112,22 @@ Result<QueuePlan> override_queues(std::span<const QueueFamilyInfo> families, con
       if (item.substr(0, equals) == to_string(static_cast<QueueKind>(k))) kind = k;
     }
     if (kind < 0) return bad("unknown queue");
-    const std::string family_text(item.substr(equals + 1, dot - equals - 1));
-    const std::string index_text(item.substr(dot + 1));
-    if (family_text.empty() || index_text.empty() ||
-        family_text.find_first_not_of("0123456789") != std::string::npos ||
-        index_text.find_first_not_of("0123456789") != std::string::npos) {
+    auto number = [](std::string_view text, std::uint32_t& value) {
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+      return !text.empty() && error == std::errc() && end == text.data() + text.size();
+    };
+    QueueSlot slot{};
+    if (!number(item.substr(equals + 1, dot - equals - 1), slot.family) ||
+        !number(item.substr(dot + 1), slot.index)) {
       return bad("not numbers");
     }
-    const QueueSlot slot{static_cast<std::uint32_t>(std::stoul(family_text)),
-                         static_cast<std::uint32_t>(std::stoul(index_text))};
     const auto family = std::find_if(families.begin(), families.end(),
                                      [&](const QueueFamilyInfo& f) { return f.index == slot.family; });
-    if (family == families.end() || slot.index >= family->queue_count) return bad("no such queue");
+    if (family == families.end() || slot.index >= family->queue_count) {
+      return bad("no such queue on this device", ErrorCode::failed_precondition);
+    }
     if (kind == static_cast<int>(QueueKind::compute) && !family->compute) {
-      return bad("family has no compute");
+      return bad("family has no compute", ErrorCode::failed_precondition);
     }
     slots[static_cast<std::size_t>(kind)] = slot;
   }

@@ -43,7 +43,8 @@ Result<QueuePlan> plan_queues(std::span<const QueueFamilyInfo> families);
 
 // Replaces assignments from a spec like "upload=1.0,download=3.0" (queue=family.index), for
 // measuring other layouts (environment variable FERRY_VULKAN_QUEUES). invalid_argument when the
-// spec names a queue or family that does not exist.
+// spec is malformed (so on every device), failed_precondition when it names a family or queue
+// this device does not have.
 Result<QueuePlan> override_queues(std::span<const QueueFamilyInfo> families, const QueuePlan& plan,
                                   std::string_view spec);
 
