@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <vector>
 
 // Declarations only; stb_impl.cpp holds the implementations.
 #include <stb_image.h>
 #include <stb_image_resize.h>
 #include <stb_image_write.h>
+// Header-only, static functions: tiny text as axis-aligned quads, enough to caption a picture.
+#include <stb_easy_font.h>
 
 namespace image_ingest {
 
@@ -84,6 +88,40 @@ Status write_png(const std::filesystem::path& path, const RgbImage& image) {
                                                     "writable?)");
   }
   return Status();
+}
+
+void draw_text(RgbImage& image, int x, int y, const std::string& text, int scale,
+               const std::uint8_t (&rgb)[3]) {
+  // stb_easy_font writes 4 vertices of 16 bytes (x, y, z as floats, 4 color bytes) per quad.
+  struct Vertex {
+    float x, y, z;
+    unsigned char color[4];
+  };
+  std::vector<Vertex> vertices(text.size() * 4 * 40 + 4);  // at most ~40 quads a character
+  std::vector<char> chars(text.begin(), text.end());
+  chars.push_back('\0');
+  const int quads = stb_easy_font_print(0, 0, chars.data(), nullptr, vertices.data(),
+                                        static_cast<int>(vertices.size() * sizeof(Vertex)));
+  for (int q = 0; q < quads; ++q) {
+    const Vertex& a = vertices[static_cast<std::size_t>(q) * 4];
+    const Vertex& c = vertices[static_cast<std::size_t>(q) * 4 + 2];
+    const int left = x + static_cast<int>(a.x) * scale;
+    const int top = y + static_cast<int>(a.y) * scale;
+    const int right = x + static_cast<int>(c.x) * scale;
+    const int bottom = y + static_cast<int>(c.y) * scale;
+    for (int py = std::max(top, 0); py < std::min(bottom, static_cast<int>(image.height)); ++py) {
+      for (int px = std::max(left, 0); px < std::min(right, static_cast<int>(image.width)); ++px) {
+        std::memcpy(&image.pixels[(static_cast<std::size_t>(py) * image.width + px) * kRgb], rgb,
+                    kRgb);
+      }
+    }
+  }
+}
+
+int text_width(const std::string& text, int scale) {
+  std::vector<char> chars(text.begin(), text.end());
+  chars.push_back('\0');
+  return stb_easy_font_width(chars.data()) * scale;
 }
 
 }  // namespace image_ingest

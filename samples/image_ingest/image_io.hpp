@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "ferry/status.hpp"
@@ -24,5 +25,12 @@ ferry::Result<RgbImage> load_rgb(const std::filesystem::path& path);
 ferry::Result<RgbImage> resize_to_square(const RgbImage& image, std::uint32_t side);
 
 ferry::Status write_png(const std::filesystem::path& path, const RgbImage& image);
+
+// Draws `text` (ASCII) with its top-left corner at (x, y), each font pixel `scale` x `scale`
+// image pixels, clipped to the image (stb_easy_font: about 6 x 12 font pixels a character).
+void draw_text(RgbImage& image, int x, int y, const std::string& text, int scale,
+               const std::uint8_t (&rgb)[3]);
+// The width `text` takes when drawn at `scale`.
+int text_width(const std::string& text, int scale);
 
 }  // namespace image_ingest

@@ -214,21 +214,39 @@ void blit(RgbImage& sheet, const RgbImage& image, std::uint32_t left, std::uint3
   }
 }
 
-// One row per image: the canvas with the crop window outlined (just outside the window, so the
-// cropped pixels stay visible), then the de-normalized device output level with the window.
+// A title, then one row per image, each captioned: the canvas with the crop window outlined (just
+// outside the window, so the cropped pixels stay visible), then the de-normalized device output
+// level with the window.
 RgbImage make_contact_sheet(const std::vector<RgbImage>& canvases,
-                            const std::vector<RgbImage>& outputs, const ferry::CropWindow& crop) {
+                            const std::vector<std::string>& names,
+                            const std::vector<RgbImage>& outputs, const ferry::CropWindow& crop,
+                            const std::string& device) {
   constexpr std::uint32_t kMargin = 16;
+  constexpr std::uint32_t kLine = 14;  // a caption line at scale 1
   constexpr std::uint8_t kBackground = 40;
   constexpr std::uint8_t kOutline[3] = {255, 200, 0};
+  constexpr std::uint8_t kText[3] = {235, 235, 235};
   constexpr long kOutlineWidth = 2;
   const std::uint32_t canvas_side = canvases.front().width;
+  const std::uint32_t title = 2 * kLine + 2 * kLine;  // two lines at scale 2
+  const std::uint32_t row = kLine + canvas_side + kMargin;
   RgbImage sheet;
   sheet.width = kMargin + canvas_side + kMargin + crop.width + kMargin;
-  sheet.height = kMargin + static_cast<std::uint32_t>(canvases.size()) * (canvas_side + kMargin);
+  sheet.height = kMargin + title + static_cast<std::uint32_t>(canvases.size()) * row;
   sheet.pixels.assign(std::size_t{sheet.width} * sheet.height * kChannels, kBackground);
+  const int right_panel = static_cast<int>(kMargin + canvas_side + kMargin);
+  image_ingest::draw_text(sheet, kMargin, kMargin, "ferry image_ingest: " + device, 1, kText);
+  image_ingest::draw_text(sheet, kMargin, kMargin + kLine,
+                          "uint8 images up, normalized on the device (crop, mirror,", 1, kText);
+  image_ingest::draw_text(sheet, kMargin, kMargin + 2 * kLine,
+                          "ImageNet mean/std, float32 NCHW), read back, de-normalized", 1, kText);
   for (std::size_t n = 0; n < canvases.size(); ++n) {
-    const std::uint32_t top = kMargin + static_cast<std::uint32_t>(n) * (canvas_side + kMargin);
+    const std::uint32_t caption = kMargin + title + static_cast<std::uint32_t>(n) * row;
+    const std::uint32_t top = caption + kLine;
+    image_ingest::draw_text(sheet, kMargin, static_cast<int>(caption),
+                            "input " + names[n] + " (crop outlined)", 1, kText);
+    image_ingest::draw_text(sheet, right_panel, static_cast<int>(caption),
+                            "device output (mirrored)", 1, kText);
     blit(sheet, canvases[n], kMargin, top);
     blit(sheet, outputs[n], kMargin + canvas_side + kMargin, top + crop.y);
     const long left = long{kMargin} + crop.x - kOutlineWidth;
@@ -262,6 +280,7 @@ int run(const Options& options) {
   auto paths = list_images(options.images);
   if (!paths.ok()) return fail(paths.status());
   std::vector<RgbImage> canvases;
+  std::vector<std::string> names;
   for (const fs::path& path : *paths) {
     auto image = image_ingest::load_rgb(path);
     if (!image.ok()) {
@@ -273,6 +292,7 @@ int run(const Options& options) {
     std::printf("image: %s %ux%u -> %ux%u\n", path.filename().string().c_str(), image->width,
                 image->height, canvas_side, canvas_side);
     canvases.push_back(std::move(*canvas));
+    names.push_back(path.filename().string());
   }
   if (canvases.empty()) {
     return fail(Status(ErrorCode::invalid_argument,
@@ -366,7 +386,11 @@ int run(const Options& options) {
               static_cast<unsigned long long>(batches), canvases.size(), batch_megabytes, seconds,
               batch_count / seconds, image_count / seconds,
               batch_megabytes * batch_count / seconds);
-  std::printf("round trip: %llu of %llu pixels exact (largest difference %.2g levels)\n",
+  // What is compared: the device's float tensor, de-normalized on the host (x * std + mean) and
+  // rounded to a 0..255 level, against the cropped, mirrored input pixel.
+  std::printf("round trip: %llu of %llu pixels match the cropped, mirrored input after "
+              "de-normalizing (x * std + mean) and rounding to 0..255; before rounding, the "
+              "largest difference is %.2g levels (float32 rounding)\n",
               static_cast<unsigned long long>(round_trip.exact_pixels),
               static_cast<unsigned long long>(round_trip.pixels), round_trip.largest_difference);
 
@@ -379,7 +403,9 @@ int run(const Options& options) {
   }
   const fs::path sheet_path = options.out / kContactSheet;
   if (Status s = image_ingest::write_png(
-          sheet_path, make_contact_sheet(canvases, round_trip.outputs, params.crop));
+          sheet_path, make_contact_sheet(canvases, names, round_trip.outputs, params.crop,
+                                         device->info().name + " (" +
+                                             std::string(to_string(device->backend())) + ")"));
       !s.ok()) {
     return fail(s);
   }
