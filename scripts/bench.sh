@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The main job: install dependencies, build the release preset, then on the best backend
-# available here (CUDA, then Vulkan, then the CPU reference; on a machine without a GPU that is
-# Mesa's lavapipe) run `ferry bench transfer`, `ferry bench ingress` and the image_ingest sample
-# (its contact sheet goes to build/release/image_ingest/). On CPU-only machines quick settings
-# keep the run short. Arguments replace the automatic choice of options for `bench transfer`,
-# e.g. `--backend vulkan --sizes 1G`, and then only that runs. JSON results are also written to
-# build/release/bench_transfer.json and bench_ingress.json.
+# available here (auto: a CUDA GPU, then a Vulkan GPU, else the CPU reference backend, which is
+# faster than Vulkan on the CPU) run `ferry bench transfer`, `ferry bench ingress` and the
+# image_ingest sample (its contact sheet goes to build/release/image_ingest/). Without a GPU,
+# quick settings keep the run short. Arguments replace the automatic choice of options for
+# `bench transfer`, e.g. `--backend vulkan --sizes 64M,256M`, and then only that runs. JSON
+# results are also written to build/release/bench_transfer.json and bench_ingress.json.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -23,7 +23,9 @@ fi
 options=()
 info_json="$("$ferry" info --json)"
 if [[ $info_json != *'"is_cpu": false'* ]]; then
-  echo "bench.sh: no GPU found: quick runs on a CPU implementation"
+  echo "bench.sh: no GPU found: quick runs on the CPU reference backend (Device::open(\"auto\")"
+  echo "bench.sh: prefers it to a Vulkan implementation on the CPU such as lavapipe, which is"
+  echo "bench.sh: about 20x slower for normalize; add --backend vulkan to measure that instead)"
   options=(--quick)
 fi
 "$ferry" bench transfer --json-file "$root/build/release/bench_transfer.json" "${options[@]}"

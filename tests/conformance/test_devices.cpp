@@ -55,16 +55,19 @@ TEST_CASE("open: auto picks an available backend; bad names and indices are erro
                                    [&](const auto& b) { return b.backend == any->backend(); });
   REQUIRE(chosen != backends.end());
   CHECK(chosen->available);
-  // "auto" prefers cuda, then vulkan, then cpu.
+  // "auto" prefers a GPU: cuda, then vulkan, whose device 0 is not a CPU implementation; else
+  // the CPU reference backend (never lavapipe).
   for (const Backend better : {Backend::cuda, Backend::vulkan}) {
     if (better == any->backend()) break;
     const auto it = std::find_if(backends.begin(), backends.end(),
                                  [&](const auto& b) { return b.backend == better; });
-    if (it != backends.end()) {
-      CHECK_MESSAGE(!it->available, "auto chose " << ferry::to_string(any->backend()) << " over "
-                                                  << ferry::to_string(better));
+    if (it != backends.end() && it->available) {
+      CHECK_MESSAGE(it->devices.front().is_cpu,
+                    "auto chose " << ferry::to_string(any->backend()) << " over a GPU of "
+                                  << ferry::to_string(better));
     }
   }
+  if (any->backend() != Backend::cpu) CHECK_FALSE(any->info().is_cpu);
 
   CHECK_ERROR(Device::open("nope"), ErrorCode::invalid_argument);
   CHECK_ERROR(Device::open(""), ErrorCode::invalid_argument);

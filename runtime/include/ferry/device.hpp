@@ -85,7 +85,9 @@ struct DeviceOptions {
 // handle, buffer, timeline or pool made from it exists; close() ends its use explicitly.
 class Device {
  public:
-  // backend: "auto" (best available: cuda, then vulkan, then cpu), "cpu", "vulkan" or "cuda".
+  // backend: "auto", "cpu", "vulkan" or "cuda". "auto" takes the first backend whose device 0 is
+  // a GPU (cuda, then vulkan), else the CPU reference backend: it is much faster than a Vulkan
+  // implementation that runs on the CPU (Mesa's lavapipe), which must be asked for by name.
   static Result<Device> open(std::string_view backend = "auto", int index = 0,
                              const DeviceOptions& options = {});
 

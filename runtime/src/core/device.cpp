@@ -88,7 +88,8 @@ Result<Device> Device::open(std::string_view backend_name, int index,
       if (!entry.probe->config_error.ok()) {
         return entry.probe->config_error.with_context("Device::open(auto)");
       }
-      if (entry.probe->available && !entry.probe->devices.empty()) {
+      if (entry.probe->available && !entry.probe->devices.empty() &&
+          (!entry.probe->devices.front().is_cpu || entry.driver->backend() == Backend::cpu)) {
         chosen = &entry;
         break;
       }
