@@ -1,39 +1,52 @@
 #include "bench_common.hpp"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <string>
+#include <iostream>
+
+#include "commands.hpp"
 
 namespace ferry::cli {
 
+std::uint64_t mix64(std::uint64_t x) {
+  std::uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 void fill_random(std::span<std::byte> bytes, std::uint64_t seed) {
-  std::uint64_t state = seed;
-  auto next = [&state] {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
-  std::size_t i = 0;
-  for (; i + 8 <= bytes.size(); i += 8) {
-    const std::uint64_t word = next();
-    std::memcpy(bytes.data() + i, &word, 8);
-  }
-  if (i < bytes.size()) {
-    const std::uint64_t word = next();
-    std::memcpy(bytes.data() + i, &word, bytes.size() - i);
+  for (std::size_t i = 0; i < bytes.size(); i += 8) {
+    const std::uint64_t z = mix64(seed + i / 8 * 0x9E3779B97F4A7C15ull);
+    std::memcpy(bytes.data() + i, &z, std::min<std::size_t>(8, bytes.size() - i));
   }
 }
 
-std::uint64_t available_host_memory() {
+std::uint64_t round_up(std::uint64_t value, std::uint64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+std::string memory_shortfall(const DeviceInfo& device, std::uint64_t device_need,
+                             std::uint64_t host_need) {
+  std::uint64_t host_available = 0;  // MemAvailable; 0 when unknown
   std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  std::uint64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
+  std::string key, unit;
+  for (std::uint64_t kib = 0; meminfo >> key >> kib >> unit;) {
+    if (key == "MemAvailable:") host_available = kib * 1024;
   }
-  return 0;
+  if (device.device_memory_bytes != 0 && device_need > device.device_memory_bytes / 10 * 9) {
+    return "needs " + format_bytes(device_need) + " of device memory, " +
+           format_bytes(device.device_memory_bytes) + " exist";
+  }
+  if (device.is_cpu) host_need += device_need;
+  if (host_available != 0 && host_need > host_available / 10 * 8) {
+    return "needs about " + format_bytes(host_need) + " of host memory, " +
+           format_bytes(host_available) + " available";
+  }
+  return {};
 }
 
 Result<std::vector<Buffer>> create_buffers(const Device& device, std::size_t count,
@@ -44,6 +57,152 @@ Result<std::vector<Buffer>> create_buffers(const Device& device, std::size_t cou
     buffers.push_back(std::move(buffer));
   }
   return buffers;
+}
+
+Result<Buffer> pinned_copy(const Device& device, std::span<const std::byte> bytes) {
+  FERRY_ASSIGN_OR_RETURN(Buffer buffer,
+                         device.create_buffer(bytes.size(), MemoryKind::host_upload));
+  FERRY_ASSIGN_OR_RETURN(std::span<std::byte> host, buffer.host_span());
+  std::memcpy(host.data(), bytes.data(), bytes.size());
+  return buffer;
+}
+
+Result<StagingPool> reserved_pool(const Device& device, MemoryKind kind, std::uint64_t slab_bytes,
+                                  std::uint32_t slabs) {
+  return device.create_staging_pool(
+      {.kind = kind, .slab_bytes = slab_bytes, .max_slabs = slabs, .reserved_slabs = slabs});
+}
+
+Status copy_and_wait(const Queue& queue, const BufferRef& src, const BufferRef& dst,
+                     std::uint64_t bytes, const TimelinePoint& after) {
+  CommandList commands;
+  FERRY_RETURN_IF_ERROR(commands.copy(src, 0, dst, 0, bytes));
+  SubmitSync sync;
+  if (after.timeline) sync.wait.push_back(after);
+  FERRY_ASSIGN_OR_RETURN(TimelinePoint done, queue.submit(std::move(commands), sync));
+  return done.wait(kWaitTimeout);
+}
+
+Status compare_bytes(std::span<const std::byte> actual, std::span<const std::byte> expected,
+                     std::string_view what) {
+  const std::size_t size = std::min(actual.size(), expected.size());
+  if (actual.size() == expected.size() && std::memcmp(actual.data(), expected.data(), size) == 0) {
+    return ok_status();
+  }
+  std::size_t first = 0;
+  while (first < size && actual[first] == expected[first]) ++first;
+  std::uint64_t wrong = 0;
+  for (std::size_t i = first; i < size; ++i) wrong += actual[i] != expected[i] ? 1 : 0;
+  char detail[160];
+  if (first == size) {
+    std::snprintf(detail, sizeof detail, ": %zu bytes, expected %zu", actual.size(),
+                  expected.size());
+  } else {
+    std::snprintf(detail, sizeof detail,
+                  ": %llu of %zu bytes wrong, first at offset %zu (expected 0x%02x, got 0x%02x)",
+                  static_cast<unsigned long long>(wrong), size, first,
+                  std::to_integer<unsigned>(expected[first]),
+                  std::to_integer<unsigned>(actual[first]));
+  }
+  return Status(ErrorCode::internal, "data mismatch in " + std::string(what) + detail);
+}
+
+void Bench::progress(const std::string& what) const {
+  if (!options.flag("--json") && isatty(STDERR_FILENO) != 0) std::cerr << "ferry: " << what << "\n";
+}
+
+bool Bench::fits(std::vector<Value> item, std::uint64_t device_need, std::uint64_t host_need) {
+  std::string why = memory_shortfall(device.info(), device_need, host_need);
+  if (why.empty()) return true;
+  item.emplace_back(std::move(why));
+  skipped.add_row(std::move(item));
+  return false;
+}
+
+Status Bench::end_skipped(bool nothing_measured) {
+  if (skipped.rows.empty()) return ok_status();
+  std::string reasons;
+  for (const std::vector<Value>& row : skipped.rows) {
+    reasons += "; " + format_value(row.front(), skipped.columns.front().unit) + ": " +
+               format_value(row.back(), Unit::text);
+  }
+  report.sections.push_back(std::move(skipped));
+  if (!nothing_measured) return ok_status();
+  return Status(ErrorCode::resource_exhausted, "nothing to measure" + reasons);
+}
+
+int run_bench(const Options& options, const std::string& command_line, std::string tool,
+              std::initializer_list<QueueKind> queues, bool with_reference,
+              const std::function<Status(Bench&)>& body) {
+  const std::string backend = options.text("--backend");
+  const auto index = static_cast<int>(options.number("--device"));
+  Result<Device> device = Device::open(backend, index, device_options());
+  if (!device.ok()) {
+    return library_error(device.status(),
+                         "opening " + backend + " device " + std::to_string(index));
+  }
+  Bench bench{options, std::move(device).value(), {}, {}};
+  if (with_reference) {
+    Result<Device> reference = Device::open("cpu", 0, device_options());
+    if (!reference.ok()) return library_error(reference.status(), "opening the CPU reference");
+    bench.reference = std::move(reference).value();
+  }
+  const DeviceInfo& info = bench.device.info();
+  std::string queue_text;
+  for (QueueKind kind : queues) {
+    queue_text += (queue_text.empty() ? "" : "; ") + std::string(to_string(kind)) + " ?";
+    for (const auto& queue : info.queues) {
+      if (queue.kind != kind) continue;
+      queue_text.back() = 'f';  // "upload family 1 #0 (shared)"
+      queue_text += "amily " + std::to_string(queue.family) + " #" + std::to_string(queue.index) +
+                    (queue.shared ? " (shared)" : "");
+    }
+  }
+  bench.report.tool = std::move(tool);
+  bench.report.header = {
+      {"date", "date", utc_timestamp()},
+      {"command", "command", command_line},
+      {"device", "device",
+       std::string(to_string(info.backend)) + ":" + std::to_string(info.index) + " " + info.name +
+           (info.is_cpu ? " [CPU implementation]" : "")},
+      {"", "backend", std::string(to_string(info.backend)), Unit::text, true},
+      {"", "device_index", std::uint64_t(info.index), Unit::count, true},
+      {"", "is_cpu", info.is_cpu, Unit::flag, true},
+      {"driver", "driver", info.driver.empty() ? "-" : info.driver},
+      {"memory", "memory",
+       "device " + format_bytes(info.device_memory_bytes) + ", host-visible " +
+           format_bytes(info.host_visible_memory_bytes)},
+      {"", "device_memory_bytes", info.device_memory_bytes, Unit::bytes, true},
+      {"queues", "queues", queue_text},
+  };
+  Status status = body(bench);
+  if (status.ok()) status = bench.device.wait_idle(kWaitTimeout);
+  if (!status.ok()) return library_error(status, bench.report.tool);
+  const std::uint64_t validation_messages = bench.device.validation_message_count();
+  bench.report.header.push_back(
+      {"", "validation_messages", validation_messages, Unit::count, true});
+  if (bench.reference)
+    (void)bench.reference.close(std::chrono::seconds(60));  // it has done its part
+  if (Status closed = bench.device.close(std::chrono::seconds(60)); !closed.ok()) {
+    return library_error(closed, "closing the device");
+  }
+  if (options.flag("--json")) {
+    render_json(bench.report, std::cout);
+  } else {
+    render_text(bench.report, std::cout);
+  }
+  if (const std::string path = options.text("--json-file"); !path.empty()) {
+    std::ofstream file(path);
+    render_json(bench.report, file);
+    if (!file) {
+      std::cerr << "ferry: error: cannot write " << path << "\n";
+      return kExitFailure;
+    }
+  }
+  if (validation_messages == 0) return kExitOk;
+  std::cerr << "ferry: error: " << validation_messages
+            << " validation messages during the benchmark\n";
+  return kExitFailure;
 }
 
 }  // namespace ferry::cli

@@ -2,265 +2,465 @@
 // float32 on the host, upload four times the bytes) against ferry's IngressPipeline (upload
 // uint8, normalize on the device), and the normalize op alone against a device-to-device copy,
 // in one run so that the ratios between them are measured like for like.
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
-#include <iostream>
-#include <string>
-#include <vector>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
 
+#include "baselines/cpu_convert.hpp"
 #include "bench_common.hpp"
-#include "bench_report.hpp"
-#include "cli_args.hpp"
 #include "commands.hpp"
-#include "ferry/ferry.hpp"
-#include "format.hpp"
-#include "ingress_modes.hpp"
-#include "ingress_report.hpp"
+#include "op_timing.hpp"
 
 namespace ferry::cli {
 
-const char* const kBenchIngressHelp =
-    "Usage: ferry bench ingress [options]\n"
-    "\n"
-    "Streams uint8 NHWC image batches to float32 NCHW tensors on one device (ImageNet mean/std),\n"
-    "per batch shape, and reports batches/s, ms per batch and host-to-device GB/s of:\n"
-    "  cpu-convert             host threads (all of them) convert each batch to float32 into a\n"
-    "                          pinned staging lease while the previous one uploads (the old way)\n"
-    "  upload-f32              already-normalized float32 uploaded from pinned buffers, back to\n"
-    "                          back on the upload queue: the transfer-only bound of the old way\n"
-    "  ferry-ingress           IngressPipeline from pinned uint8 batches (HostBatch::pinned):\n"
-    "                          upload on the upload queue, normalize on the compute queue\n"
-    "  ferry-ingress-pageable  the same from ordinary memory (HostBatch::pageable)\n"
-    "Each stream runs warm-up batches (the first is checked against an exact host reference;\n"
-    "exit 1 on a mismatch), then is timed in steady state from the drained device to the last\n"
-    "batch's completion. Then the normalize op alone (float32 and float16 outputs, device\n"
-    "buffer to device buffer, several commands per CommandList) against the device's\n"
-    "device-to-device copy bandwidth (ferry's CommandList::copy, and cudaMemcpyAsync on CUDA\n"
-    "devices).\n"
-    "\n"
-    "Options:\n"
-    "  --backend NAME         auto (default: cuda, then vulkan, then cpu), cpu, vulkan or cuda\n"
-    "  --device N             device index within the backend (default 0)\n"
-    "  --shapes LIST          comma-separated NxHxWxC batch shapes (default\n"
-    "                         64x224x224x3,8x1080x1920x3). Shapes that do not fit in device or\n"
-    "                         host memory are skipped and listed.\n"
-    "  --min-time-ms N        time measured per stream and per kernel, after the warm-up\n"
-    "                         (default 500)\n"
-    "  --depth N              batches in flight: IngressOptions::depth, and the bound of the\n"
-    "                         other streams (default 3, 2 to 16)\n"
-    "  --kernel-commands N    commands per CommandList of the kernel and copy timings\n"
-    "                         (default 20)\n"
-    "  --copy-size SIZE       size of the device-to-device copy (default 256M)\n"
-    "  --quick                few batches and commands, 50 ms per measurement, 32M copies (unless\n"
-    "                         given): a smoke run\n"
-    "  --json                 JSON on stdout instead of the table\n"
-    "  --json-file PATH       also write the JSON to PATH\n";
-
 namespace {
 
-constexpr std::uint64_t kMiB = 1ull << 20;
-const std::vector<BatchShape> kDefaultShapes = {{64, 224, 224, 3}, {8, 1080, 1920, 3}};
+constexpr OptionSpec kOptions[] = {
+    {.name = "--shapes", .kind = OptionKind::shapes, .metavar = "LIST",
+     .help = "comma-separated NxHxWxC batch shapes. Shapes that do not fit in device or host "
+             "memory are skipped and listed", .fallback = "64x224x224x3,8x1080x1920x3"},
+    {.name = "--min-time-ms", .kind = OptionKind::count, .metavar = "N",
+     .help = "time measured per stream and per kernel, after the warm-up", .fallback = "500",
+     .quick = "50", .max = 3'600'000},
+    {.name = "--depth", .kind = OptionKind::count, .metavar = "N",
+     .help = "batches in flight: IngressOptions::depth, and the bound of the other streams",
+     .fallback = "3", .min = 2, .max = 16},
+    {.name = "--kernel-commands", .kind = OptionKind::count, .metavar = "N",
+     .help = "commands per CommandList of the kernel and copy timings", .fallback = "20",
+     .quick = "4", .min = 1, .max = 1000},
+    {.name = "--copy-size", .kind = OptionKind::size, .metavar = "SIZE",
+     .help = "size of the device-to-device copy", .fallback = "256M", .quick = "32M"},
+};
 
-// ---- arguments ---------------------------------------------------------------------------
+// The streams (see the --help text), each checked once against an exact host reference.
+enum class Mode : std::uint8_t { cpu_convert, upload_f32, ferry_ingress, ferry_ingress_pageable };
+constexpr Mode kModes[] = {Mode::cpu_convert, Mode::upload_f32, Mode::ferry_ingress,
+                           Mode::ferry_ingress_pageable};
+constexpr const char* kModeNames[] = {"cpu-convert", "upload-f32", "ferry-ingress",
+                                      "ferry-ingress-pageable"};
+constexpr std::uint32_t kSourceBatches = 3;  // of each kind, prepared before timing and cycled
+constexpr ElementType kF32 = ElementType::float32, kKernelTypes[] = {kF32, ElementType::float16};
 
-Parsed<IngressBenchOptions> parse_options(const std::vector<std::string_view>& args, bool& help) {
-  using Fail = Parsed<IngressBenchOptions>;
-  IngressBenchOptions options;
-  ArgReader reader(args);
-  while (!reader.done()) {
-    const std::string_view name = reader.peek_name();
-    if (name == "--help" || name == "-h") {
-      help = true;
-      return {options, {}};
-    }
-    std::string common_error;
-    if (take_common_bench_option(reader, options, common_error)) {
-      if (!common_error.empty()) return Fail::fail(common_error);
-      continue;
-    }
-    const bool known = name == "--shapes" || name == "--min-time-ms" || name == "--depth" ||
-                       name == "--kernel-commands" || name == "--copy-size";
-    if (!known) return Fail::fail("bench ingress: unknown argument '" + std::string(name) + "'");
-    Parsed<std::string_view> value = reader.take_value();
-    if (!value.ok()) return Fail::fail(value.error);
-    const std::string_view text = *value.value;
-    const std::string option(name);
+struct Settings {
+  std::uint32_t depth = 3;  // batches in flight (the pipeline's IngressOptions::depth)
+  RepeatSettings batches;   // warm-up batches (batch 0 is checked), then timed ones
+  ListSettings kernel;
+  std::uint64_t copy_bytes = 0;
+};
 
-    if (name == "--shapes") {
-      Parsed<std::vector<BatchShape>> shapes = parse_shape_list(text);
-      if (!shapes.ok()) return Fail::fail(option + ": " + shapes.error);
-      options.shapes = *shapes.value;
-    } else if (name == "--min-time-ms") {
-      Parsed<std::uint64_t> ms = parse_count(text, 3'600'000);
-      if (!ms.ok()) return Fail::fail(option + ": " + ms.error);
-      options.min_time_ms = *ms.value;
-    } else if (name == "--depth") {
-      Parsed<std::uint64_t> depth = parse_count(text, 16);
-      if (!depth.ok()) return Fail::fail(option + ": " + depth.error);
-      if (*depth.value < 2) return Fail::fail(option + ": must be at least 2");
-      options.depth = static_cast<std::uint32_t>(*depth.value);
-    } else if (name == "--kernel-commands") {
-      Parsed<std::uint64_t> count = parse_count(text, 1000);
-      if (!count.ok()) return Fail::fail(option + ": " + count.error);
-      if (*count.value == 0) return Fail::fail(option + ": must be at least 1");
-      options.kernel_commands = static_cast<std::uint32_t>(*count.value);
-    } else if (name == "--copy-size") {
-      Parsed<std::uint64_t> size = parse_size(text);
-      if (!size.ok()) return Fail::fail(option + ": " + size.error);
-      options.copy_bytes = *size.value;
+// One steady-state window of a stream: from the start of the first timed batch (warm-up
+// drained) to the last one's completion.
+struct Stream {
+  Mode mode{};
+  std::uint64_t batches = 0;
+  double seconds = 0;
+  std::uint64_t h2d_bytes_per_batch = 0;  // host bytes sent over the bus per batch
+  double rate() const { return static_cast<double>(batches) / seconds; }
+};
+
+// One batch of a stream: submits it and returns the point at which it is complete. Points of one
+// stream lie on one queue's progress timeline, so reaching one means all before it are done.
+using BatchStep = std::function<Result<TimelinePoint>(std::uint64_t index)>;
+
+// Warm-up batches, then waits for them all, so that the timed window starts with the device
+// free of warm-up work (an IngressPipeline's producer may already have queued the next batches:
+// that read-ahead is its steady state). The window ends when the last batch is complete. At most
+// `depth` batches are outstanding from the host's side, as a consumer that keeps up with the
+// device would have them.
+Result<Timing> time_stream(const Settings& settings, const BatchStep& step) {
+  std::deque<TimelinePoint> outstanding;
+  auto drain = [&]() -> Status {
+    if (!outstanding.empty()) FERRY_RETURN_IF_ERROR(outstanding.back().wait(kWaitTimeout));
+    outstanding.clear();
+    return ok_status();
+  };
+  auto one = [&](std::uint64_t index) -> Status {
+    if (outstanding.size() >= settings.depth) {
+      FERRY_RETURN_IF_ERROR(outstanding.front().wait(kWaitTimeout));
+      outstanding.pop_front();
     }
+    FERRY_ASSIGN_OR_RETURN(TimelinePoint done, step(index));
+    outstanding.push_back(std::move(done));
+    return ok_status();
+  };
+  return repeat_steps(settings.batches, one, drain, drain);
+}
+
+// The source batches of one shape on one device, and the exact reference of batch 0.
+class IngressBench {
+ public:
+  IngressBench(const Device& device, const BatchShape& shape, HostThreadPool& threads)
+      : device_(device), threads_(threads), params_(imagenet_normalize_params(shape, kF32)) {}
+
+  // Random source batches (`seed` picks them) and the reference tensor of batch 0.
+  Status prepare(std::uint64_t seed) {
+    FERRY_ASSIGN_OR_RETURN(shape_, resolve_normalize(params_));
+    FERRY_ASSIGN_OR_RETURN(factors_, normalize_factors(params_));
+    for (std::uint32_t i = 0; i < kSourceBatches; ++i) {
+      fill_random(pageable_.emplace_back(shape_.input_bytes), seed + i);
+      FERRY_ASSIGN_OR_RETURN(Buffer pinned, pinned_copy(device_, pageable_.back()));
+      pinned_.push_back(std::move(pinned));
+    }
+    reference_.resize(shape_.elements());
+    convert(0, reference_.data(), ConvertRounding::fused);
+    FERRY_ASSIGN_OR_RETURN(readback_,
+                           device_.create_buffer(output_bytes(), MemoryKind::host_readback));
+    return ok_status();
   }
-  return {options, {}};
-}
 
-// The measurement settings the options stand for.
-void apply_settings(IngressReport& report) {
-  const IngressBenchOptions& options = report.options;
-  const std::chrono::milliseconds min_time(options.min_time_ms.value_or(options.quick ? 50 : 500));
-  report.stream.depth = options.depth;
-  report.stream.warmup_batches = options.quick ? 2 : std::max<std::uint32_t>(5, options.depth + 2);
-  report.stream.min_batches = options.quick ? 3 : 20;
-  report.stream.min_time = min_time;
-  report.kernel.commands = options.kernel_commands.value_or(options.quick ? 4 : 20);
-  report.kernel.min_time = min_time;
-  report.kernel.destination_budget = (options.quick ? 256 : 1024) * kMiB;
-  report.copy_bytes = options.copy_bytes.value_or((options.quick ? 32 : 256) * kMiB);
-}
+  // Warm-up batches (the first checked), then a timed steady-state window.
+  Result<Stream> run(Mode mode, const Settings& settings) {
+    Result<Stream> result = mode == Mode::cpu_convert || mode == Mode::upload_f32
+                                ? stream_f32(mode == Mode::cpu_convert, settings)
+                                : stream_ingress(mode == Mode::ferry_ingress, settings);
+    // Work queued past the window (a pipeline's read-ahead) ends before the next measurement.
+    const Status idle = device_.wait_idle(kWaitTimeout);
+    if (!result.ok()) return result.status().with_context(kModeNames[int(mode)]);
+    FERRY_RETURN_IF_ERROR(idle);
+    result->mode = mode;
+    return result;
+  }
 
-// ---- planning ----------------------------------------------------------------------------
+ private:
+  std::uint64_t output_bytes() const { return shape_.elements() * 4; }
+  void convert(std::uint32_t source, float* out, ConvertRounding rounding) {
+    convert_nhwc_to_nchw_f32({shape_.batch, shape_.height, shape_.width, shape_.channels},
+                             reinterpret_cast<const std::uint8_t*>(pageable_[source].data()), out,
+                             factors_, rounding, threads_);
+  }
 
-void plan_shapes(IngressReport& report) {
-  const std::vector<BatchShape>& wanted = report.options.shapes ? *report.options.shapes
-                                                                : kDefaultShapes;
-  const DeviceInfo& device = report.device;
-  const std::uint64_t host_available = available_host_memory();
-  const std::uint64_t depth = report.stream.depth;
-  for (const BatchShape& shape : wanted) {
-    Result<NormalizeShape> resolved =
-        resolve_normalize(imagenet_normalize_params(shape, ElementType::float32));
-    if (!resolved.ok()) {
-      report.skipped.push_back({shape, resolved.status().message()});
-      continue;
-    }
-    const std::uint64_t in = resolved->input_bytes;
-    const std::uint64_t out = resolved->elements() * 4;
-    // Device: the pipeline's tensors and inputs (the largest stream), or the kernel's buffers.
-    const std::uint64_t device_need =
-        std::max(depth * (in + out), std::max(report.kernel.destination_budget, in + out));
-    // Host: the pageable and pinned sources, the reference and the readback tensor, and the
-    // largest stream's own buffers (float32 sources, or the cpu-convert leases); plus the device
-    // buffers when the "device" is the CPU.
-    const std::uint64_t host_need = 2 * kSourceBatches * in + 2 * out +
-                                    std::max<std::uint64_t>(kSourceBatches, depth) * out +
-                                    (device.is_cpu ? device_need : 0);
-    if (device.device_memory_bytes != 0 && device_need > device.device_memory_bytes / 10 * 9) {
-      report.skipped.push_back({shape, "needs " + format_bytes(device_need) +
-                                           " of device memory, " +
-                                           format_bytes(device.device_memory_bytes) + " exist"});
-    } else if (host_available != 0 && host_need > host_available / 10 * 8) {
-      report.skipped.push_back({shape, "needs about " + format_bytes(host_need) +
-                                           " of host memory, " + format_bytes(host_available) +
-                                           " available"});
+  // The old way: float32 converted on the host and uploaded, either by the host threads into
+  // one of `depth` pinned leases while the previous batch uploads (cpu-convert), or before
+  // timing into pinned buffers, leaving the transfer alone (upload-f32).
+  Result<Stream> stream_f32(bool convert_each, const Settings& settings) {
+    const std::uint64_t bytes = output_bytes();
+    StagingPool pool;                             // cpu-convert: one batch per lease
+    std::vector<Buffer> sources;                  // upload-f32
+    std::vector<std::span<std::byte>> converted;  // upload-f32: the sources' bytes
+    if (convert_each) {
+      FERRY_ASSIGN_OR_RETURN(
+          pool, reserved_pool(device_, MemoryKind::host_upload, round_up(bytes, kStagingAlignment),
+                              settings.depth));
     } else {
-      ShapeResults results;
-      results.shape = shape;
-      results.input_bytes = in;
-      results.output_f32_bytes = out;
-      report.shapes.push_back(std::move(results));
+      FERRY_ASSIGN_OR_RETURN(
+          sources, create_buffers(device_, kSourceBatches, bytes, MemoryKind::host_upload));
+      for (std::uint32_t i = 0; i < kSourceBatches; ++i) {
+        FERRY_ASSIGN_OR_RETURN(std::span<std::byte> source, sources[i].host_span());
+        convert(i, reinterpret_cast<float*>(source.data()), ConvertRounding::separate);
+        converted.push_back(source);
+      }
+    }
+    FERRY_ASSIGN_OR_RETURN(std::vector<Buffer> targets,
+                           create_buffers(device_, settings.depth, bytes, MemoryKind::device));
+    const std::string what = std::string(convert_each ? "cpu-convert" : "upload-f32") + " batch 0";
+    FERRY_ASSIGN_OR_RETURN(
+        Timing timing, time_stream(settings, [&](std::uint64_t index) -> Result<TimelinePoint> {
+          const std::uint32_t which = index % kSourceBatches;
+          Lease lease;  // back to the pool when dropped, once the copy has read it
+          if (convert_each) {
+            FERRY_ASSIGN_OR_RETURN(lease, pool.acquire(bytes, kWaitTimeout));
+            convert(which, reinterpret_cast<float*>(lease.data().data()),
+                    ConvertRounding::separate);
+          }
+          const Buffer& target = targets[index % targets.size()];
+          CommandList commands;
+          FERRY_RETURN_IF_ERROR(commands.copy(convert_each ? BufferRef(lease) : sources[which], 0,
+                                              target, 0, bytes));
+          FERRY_ASSIGN_OR_RETURN(TimelinePoint done, upload_.submit(std::move(commands)));
+          if (index == 0) {  // the float32 sent arrived intact, and holds the batch's values
+            const std::span<const std::byte> sent = convert_each ? lease.data() : converted[0];
+            FERRY_RETURN_IF_ERROR(check(target, done, sent, what));
+            FERRY_RETURN_IF_ERROR(near_reference(sent, what + " (host conversion)"));
+          }
+          return done;
+        }));
+    return Stream{{}, timing.reps, timing.window_seconds, bytes};
+  }
+
+  Result<Stream> stream_ingress(bool pinned, const Settings& settings) {
+    // Sources are cycled and never written, so they stay valid for as long as uploads read them.
+    IngressSource source = [this, pinned](std::uint64_t index) -> Result<std::optional<HostBatch>> {
+      const std::size_t which = index % kSourceBatches;
+      return std::optional(pinned ? HostBatch::pinned(pinned_[which])
+                                  : HostBatch::pageable(pageable_[which]));
+    };
+    FERRY_ASSIGN_OR_RETURN(IngressOptions options,
+                           normalize_ingress_options(params_, settings.depth));
+    FERRY_ASSIGN_OR_RETURN(IngressPipeline pipeline,
+                           IngressPipeline::create(device_, options, std::move(source)));
+    const std::string what =
+        std::string(pinned ? "ferry-ingress" : "ferry-ingress-pageable") + " batch 0";
+    Result<Timing> timing =
+        time_stream(settings, [&](std::uint64_t index) -> Result<TimelinePoint> {
+          FERRY_ASSIGN_OR_RETURN(std::optional<IngressBatch> batch, pipeline.next(kWaitTimeout));
+          if (!batch) return Status(ErrorCode::internal, "the ingress pipeline ended early");
+          if (batch->index() != index) {
+            return Status(ErrorCode::internal, "the ingress pipeline handed out batch " +
+                                                   std::to_string(batch->index()) + " for " +
+                                                   std::to_string(index));
+          }
+          const TimelinePoint ready = batch->ready();
+          if (index == 0) {
+            FERRY_RETURN_IF_ERROR(
+                check(batch->tensor(), ready, std::as_bytes(std::span(reference_)), what));
+          }
+          // No GPU consumer: the tensor may be reused once it is ready (the pipeline waits for
+          // that point on the device, not on the host).
+          FERRY_RETURN_IF_ERROR(batch->release(ready));
+          return ready;
+        });
+    pipeline.close();
+    FERRY_RETURN_IF_ERROR(timing.status());
+    return Stream{{}, timing->reps, timing->window_seconds, shape_.input_bytes};
+  }
+
+  // Reads the tensor at `src` back (once `after` is reached) and compares it bit for bit.
+  Status check(const BufferRef& src, const TimelinePoint& after,
+               std::span<const std::byte> expected, const std::string& what) {
+    FERRY_RETURN_IF_ERROR(copy_and_wait(download_, src, readback_, output_bytes(), after));
+    FERRY_ASSIGN_OR_RETURN(std::span<std::byte> bytes, readback_.host_span());
+    return compare_bytes(bytes, expected, what);
+  }
+
+  // A host conversion of batch 0 against the reference: within a few ulps, as its multiply and
+  // add round separately.
+  Status near_reference(std::span<const std::byte> converted, const std::string& what) const {
+    for (std::size_t i = 0; i < reference_.size(); ++i) {
+      float value = 0;
+      std::memcpy(&value, converted.data() + i * 4, 4);
+      if (std::fabs(value - reference_[i]) <= 1e-6f * (1.0f + std::fabs(reference_[i]))) continue;
+      char detail[128];
+      std::snprintf(detail, sizeof detail, ": element %zu is %.9g, expected %.9g", i,
+                    static_cast<double>(value), static_cast<double>(reference_[i]));
+      return Status(ErrorCode::internal, "data mismatch in " + what + detail);
+    }
+    return ok_status();
+  }
+
+  Device device_;
+  Queue upload_ = device_.queue(QueueKind::upload);
+  Queue download_ = device_.queue(QueueKind::download);
+  HostThreadPool& threads_;
+  NormalizeParams params_;
+  NormalizeShape shape_;
+  NormalizeFactors factors_;
+  std::vector<std::vector<std::byte>> pageable_;  // uint8 batches in ordinary memory
+  std::vector<Buffer> pinned_;                    // the same batches, host_upload
+  std::vector<float> reference_;                  // batch 0 normalized with one fma per element
+  Buffer readback_;                               // host_readback, a float32 tensor long
+};
+
+struct ShapeResults {
+  BatchShape shape{};
+  std::uint64_t input_bytes = 0, output_bytes = 0;  // uint8 in, float32 out
+  std::vector<Stream> streams = {};
+  std::vector<std::pair<ElementType, ListTiming>> kernels = {};
+
+  double rate(Mode mode) const {  // batches/s, NaN when not measured
+    for (const Stream& stream : streams) {
+      if (stream.mode == mode) return stream.rate();
+    }
+    return kNaN;
+  }
+};
+
+Status measure_shape(Bench& bench, HostThreadPool& threads, const Settings& settings,
+                     std::uint64_t seed, ShapeResults& results) {
+  const std::string label = to_string(results.shape);
+  bench.progress("preparing " + label);
+  {
+    IngressBench streams(bench.device, results.shape, threads);
+    FERRY_RETURN_IF_ERROR(streams.prepare(seed));
+    for (Mode mode : kModes) {
+      bench.progress("measuring " + label + " " + kModeNames[int(mode)]);
+      FERRY_ASSIGN_OR_RETURN(Stream stream, streams.run(mode, settings));
+      results.streams.push_back(stream);
     }
   }
+  for (ElementType type : kKernelTypes) {
+    const std::string name = "normalize " + std::string(to_string(type));
+    bench.progress("measuring " + label + " " + name);
+    Result<OpInstance> op =
+        kNormalizeOp.instance({results.input_bytes, results.shape}, to_string(type));
+    Result<ListTiming> kernel =
+        op.ok() ? measure_op(bench.device, bench.reference, *op, settings.kernel, seed)
+                : op.status();
+    if (!kernel.ok()) return kernel.status().with_context(name + " kernel");
+    results.kernels.emplace_back(type, *kernel);
+  }
+  return bench.device.wait_idle();  // the shape's buffers go before the next shape's are made
 }
 
-// ---- measuring ---------------------------------------------------------------------------
+void add_report(Report& report, const Options& options, const Settings& settings,
+                unsigned host_threads, const std::vector<ShapeResults>& shapes,
+                const CopyBaselines& copies) {
+  const std::string min_time = options.text("--min-time-ms");
+  report.add_method(
+      "uint8 NHWC batches -> float32 NCHW with ImageNet mean/std; " +
+          std::to_string(kSourceBatches) + " source batches cycled; streams: " +
+          std::to_string(settings.batches.warmup) +
+          " warm-up batches (batch 0 checked against an exact host reference), then >= " +
+          min_time + " ms and >= " + std::to_string(settings.batches.min_reps) +
+          " batches timed from the drained device to the last batch's completion; " +
+          std::to_string(settings.depth) + " batches in flight; cpu-convert on " +
+          std::to_string(host_threads) + " host threads; kernels: " +
+          std::to_string(settings.kernel.commands) +
+          " commands per CommandList on the compute queue, median list time over >= " + min_time +
+          " ms after a warm-up list, output checked bit for bit against the CPU backend",
+      {{"min_time_ms", options.number("--min-time-ms")}, {"depth", std::uint64_t{settings.depth}},
+       {"warmup_batches", settings.batches.warmup}, {"min_batches", settings.batches.min_reps},
+       {"source_batches", std::uint64_t{kSourceBatches}},
+       {"kernel_commands", std::uint64_t{settings.kernel.commands}},
+       {"kernel_buffer_budget_bytes", settings.kernel.buffer_budget},
+       {"copy_bytes", settings.copy_bytes}, {"host_threads", std::uint64_t{host_threads}}});
 
-Status measure_shape(const Device& device, HostThreadPool& threads, const IngressReport& report,
-                     std::uint64_t seed, bool progress, ShapeResults& results) {
-  const std::string label = to_string(results.shape);
-  if (progress) std::cerr << "ferry: preparing " << label << "\n";
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<IngressBench> bench,
-                         IngressBench::create(device, results.shape, seed, threads));
-  for (IngressMode mode : kIngressModes) {
-    if (progress) std::cerr << "ferry: measuring " << label << " " << to_string(mode) << "\n";
-    FERRY_ASSIGN_OR_RETURN(StreamResult stream, bench->run_stream(mode, report.stream));
-    results.streams.push_back(stream);
-  }
-  for (ElementType type : {ElementType::float32, ElementType::float16}) {
-    if (progress) {
-      std::cerr << "ferry: measuring " << label << " normalize kernel " << to_string(type) << "\n";
+  for (const ShapeResults& shape : shapes) {
+    const std::string label = to_string(shape.shape);
+    Section& section = report.add_section(
+        "Streaming " + label + " (" + format_bytes(shape.input_bytes) + " uint8 -> " +
+            format_bytes(shape.output_bytes) + " float32 per batch)",
+        "streaming_" + label);
+    section.columns = {{"mode", "mode"}, {"batches/s", "batches_per_second", Unit::number},
+                       {"ms/batch", "ms_per_batch", Unit::ms},
+                       {"H2D/batch", "h2d_bytes_per_batch", Unit::bytes},
+                       {"H2D GB/s", "h2d_gbps", Unit::gbps}, {"batches", "batches", Unit::count},
+                       {"seconds", "seconds", Unit::seconds, true},
+                       {"x upload-f32", "over_upload_f32", Unit::ratio},
+                       {"x cpu-convert", "over_cpu_convert", Unit::ratio}};
+    const double upload = shape.rate(Mode::upload_f32), convert = shape.rate(Mode::cpu_convert);
+    for (const Stream& s : shape.streams) {
+      section.add_row({kModeNames[int(s.mode)], s.rate(), 1e3 / s.rate(), s.h2d_bytes_per_batch,
+                       s.h2d_bytes_per_batch * s.rate() / 1e9, s.batches, s.seconds,
+                       s.rate() / upload, s.rate() / convert});
     }
-    FERRY_ASSIGN_OR_RETURN(KernelResult kernel, bench->run_normalize_kernel(type, report.kernel));
-    results.kernels.emplace_back(type, kernel);
+    const double ingress = shape.rate(Mode::ferry_ingress);
+    report.summary.emplace_back(
+        "ingress " + label,
+        "ferry-ingress/upload-f32 " + ratio_text(ingress / upload) + " (" +
+            format_value(1e3 / ingress, Unit::ms) + " ms per batch); pageable/upload-f32 " +
+            ratio_text(shape.rate(Mode::ferry_ingress_pageable) / upload) +
+            "; ferry-ingress/cpu-convert " + ratio_text(ingress / convert));
   }
-  bench.reset();
-  return device.wait_idle();  // the shape's buffers go before the next shape's are made
+
+  // Kernels are held against the faster of ferry's copy and cudaMemcpyAsync (NaN when absent).
+  const double ferry_copy = copies.ferry.gbps(),
+               copy_gbps = std::fmax(ferry_copy, copies.cuda.gbps);
+  Section& kernels = report.add_section(
+      "Normalize kernel alone (device buffer to device buffer, median GB/s)", "normalize_kernel");
+  kernels.columns = {{"shape", "shape", Unit::text, false, true}, {"output", "output_type"},
+                     {"us/command", "us_per_command", Unit::us}, {"GB/s", "gbps", Unit::gbps},
+                     {"bytes/command", "bytes_per_command", Unit::bytes, true},
+                     {"lists", "lists", Unit::count, true},
+                     {"x ferry copy", "over_ferry_copy", Unit::ratio},
+                     {"x cudaMemcpy D2D", "over_cuda_copy", Unit::ratio}};
+  for (const ShapeResults& shape : shapes) {
+    for (const auto& [type, k] : shape.kernels) {
+      kernels.add_row({to_string(shape.shape), std::string(to_string(type)), k.us_per_command(),
+                       k.gbps(), k.bytes_per_command, k.lists.reps, k.gbps() / ferry_copy,
+                       k.gbps() / copies.cuda.gbps});
+      report.summary.emplace_back(
+          "normalize " + to_string(shape.shape) + " " + std::string(to_string(type)),
+          "normalize/D2D copy " + ratio_text(k.gbps() / copy_gbps));
+    }
+  }
+  kernels.notes = {
+      "GB/s count bytes read and written: normalize reads 1 B and writes 4 B (float32) "
+      "or 2 B (float16) per element; a copy reads and writes its size. Each output is "
+      "checked bit for bit against the CPU backend's. The summary holds each kernel "
+      "against the faster of the two copies below."};
+  Section& copy =
+      report.add_section("Device-to-device copy of " + format_bytes(settings.copy_bytes) +
+                             " (median GB/s, read + written)",
+                         "device_copy");
+  const bool cuda = copies.cuda.available;
+  copy.fields = {
+      {"ferry CommandList::copy (compute queue)", "ferry_copy_gbps", ferry_copy, Unit::gbps},
+      {"cudaMemcpyAsync", "cuda_copy_gbps",
+       cuda ? Value(copies.cuda.gbps) : Value("- (" + copies.cuda.reason + ")"),
+       cuda ? Unit::gbps : Unit::text}};
+}
+
+Status run_ingress(Bench& bench) {
+  const Options& options = bench.options;
+  const bool quick = options.flag("--quick");
+  const std::chrono::milliseconds min_time(bench.number("--min-time-ms"));
+  Settings settings;
+  settings.depth = static_cast<std::uint32_t>(bench.number("--depth"));
+  settings.batches = {.warmup = quick ? 2 : std::max<std::uint32_t>(5, settings.depth + 2),
+                      .min_reps = quick ? 3u : 20u,
+                      .min_time = min_time};
+  settings.kernel = {static_cast<std::uint32_t>(bench.number("--kernel-commands")), min_time,
+                     (quick ? 256 : 1024) * kMiB};
+  settings.copy_bytes = bench.number("--copy-size");
+  bench.skipped = {"Skipped shapes", "skipped", {}, {{"shape", "shape"}, {"reason", "reason"}}};
+  std::vector<ShapeResults> shapes;
+  const std::uint64_t depth = settings.depth;
+  for (const BatchShape& shape : options.shapes("--shapes")) {
+    Result<NormalizeShape> resolved = resolve_normalize(imagenet_normalize_params(shape, kF32));
+    if (!resolved.ok()) {
+      bench.skipped.add_row({to_string(shape), resolved.status().message()});
+      continue;
+    }
+    const std::uint64_t in = resolved->input_bytes, out = resolved->output_bytes;
+    // Device: the pipeline's tensors and inputs (the largest stream), or the kernel's buffers.
+    // Host: the pageable and pinned sources, the reference and readback tensors, the largest
+    // stream's own buffers (float32 sources or cpu-convert leases), the CPU backend's copy of
+    // the kernel's input and output.
+    const std::uint64_t device_need =
+        std::max({depth * (in + out), settings.kernel.buffer_budget, in + out});
+    const std::uint64_t host_need = 2 * kSourceBatches * in + 2 * out +
+                                    std::max<std::uint64_t>(kSourceBatches, depth) * out + in +
+                                    3 * out;
+    if (bench.fits({to_string(shape)}, device_need, host_need)) shapes.push_back({shape, in, out});
+  }
+  if (shapes.empty()) return bench.end_skipped(true);
+
+  HostThreadPool threads;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    FERRY_RETURN_IF_ERROR(
+        measure_shape(bench, threads, settings, 0x5eed + kSourceBatches * i, shapes[i])
+            .with_context("shape " + to_string(shapes[i].shape)));
+  }
+  bench.progress("measuring device-to-device copies");
+  Result<CopyBaselines> copies =
+      measure_copies(bench.device, bench.device_index(), settings.copy_bytes, settings.kernel);
+  if (!copies.ok()) {
+    return copies.status().with_context("device-to-device copy of " +
+                                        format_bytes(settings.copy_bytes));
+  }
+  add_report(bench.report, options, settings, threads.size(), shapes, *copies);
+  return bench.end_skipped(false);
+}
+
+int run(const Options& options, const std::string& command_line) {
+  return run_bench(options, command_line, "ferry bench ingress",
+                   {QueueKind::upload, QueueKind::compute, QueueKind::download}, true, run_ingress);
 }
 
 }  // namespace
 
-int run_bench_ingress(const std::vector<std::string_view>& args) {
-  bool help = false;
-  Parsed<IngressBenchOptions> parsed = parse_options(args, help);
-  if (!parsed.ok()) return usage_error(parsed.error);
-  if (help) {
-    std::cout << kBenchIngressHelp;
-    return kExitOk;
-  }
-  IngressReport report;
-  report.command = command_line("ferry bench ingress", args);
-  report.options = *parsed.value;
-  const IngressBenchOptions& options = report.options;
-  apply_settings(report);
-
-  std::optional<Device> opened = open_bench_device(options);
-  if (!opened) return kExitFailure;
-  Device device = std::move(*opened);
-  report.device = device.info();
-  report.date = utc_timestamp();
-  plan_shapes(report);
-  if (report.shapes.empty()) {
-    std::cerr << "ferry: error: no shape to measure on " << device_label(report.device) << ":\n";
-    for (const SkippedShape& skipped : report.skipped) {
-      std::cerr << "  " << to_string(skipped.shape) << ": " << skipped.reason << "\n";
-    }
-    return kExitFailure;
-  }
-
-  HostThreadPool threads;
-  report.host_threads = threads.size();
-  const bool progress = !options.json && isatty(STDERR_FILENO) != 0;
-  std::uint64_t seed = 0x5eed;
-  for (ShapeResults& results : report.shapes) {
-    if (Status status = measure_shape(device, threads, report, seed, progress, results);
-        !status.ok()) {
-      return library_error(status, "shape " + to_string(results.shape));
-    }
-    seed += kSourceBatches;
-  }
-  if (progress) std::cerr << "ferry: measuring device-to-device copies\n";
-  Result<KernelResult> copy = measure_device_copy(device, report.copy_bytes, report.kernel);
-  if (!copy.ok()) {
-    return library_error(copy.status(),
-                         "device-to-device copy of " + format_bytes(report.copy_bytes));
-  }
-  report.device_copy = *copy;
-  if (report.device.backend == Backend::cuda) {
-    report.cuda_copy = measure_cuda_memcpy_d2d(
-        options.device_index, report.copy_bytes, report.kernel.commands,
-        static_cast<double>(report.kernel.min_time.count()));
-  } else {
-    report.cuda_copy.reason = "not a CUDA device";
-  }
-  report.validation_messages = device.validation_message_count();
-  if (Status status = device.close(std::chrono::seconds(60)); !status.ok()) {
-    return library_error(status, "closing the device");
-  }
-
-  return emit_bench_report(
-      options.json, options.json_file, report.validation_messages,
-      [&](std::ostream& out) { print_ingress_table(report, out); },
-      [&](std::ostream& out) { print_ingress_json(report, out); });
-}
+const Command kBenchIngress = {
+    .name = "bench ingress",
+    .summary =
+        "Image batches to normalized float tensors on the device: host conversion and a float32 "
+        "upload against ferry's IngressPipeline; the normalize op against a device copy.",
+    .about =
+        "Per batch shape, uint8 NHWC image batches to float32 NCHW tensors (ImageNet mean/std):\n"
+        "  cpu-convert             host threads (all) convert each batch to float32 into a pinned\n"
+        "                          lease while the previous one uploads (the old way)\n"
+        "  upload-f32              float32 converted before timing, from pinned buffers: the\n"
+        "                          transfer-only bound of the old way\n"
+        "  ferry-ingress           IngressPipeline from pinned uint8 batches (HostBatch::pinned):\n"
+        "                          upload on the upload queue, normalize on the compute queue\n"
+        "  ferry-ingress-pageable  the same from ordinary memory (HostBatch::pageable)\n"
+        "in batches/s, ms per batch and host-to-device GB/s; batch 0 is checked against an exact\n"
+        "host reference (exit 1 on a mismatch), then a steady-state window is timed. Then the\n"
+        "normalize op alone (float32, float16; checked as `ferry bench op normalize` does)\n"
+        "against device-to-device copies (CommandList::copy, cudaMemcpyAsync on CUDA devices).\n",
+    .options = kOptions,
+    .run = run,
+};
 
 }  // namespace ferry::cli

@@ -1,282 +1,485 @@
 // `ferry bench transfer`: host<->device bandwidth of the plain API path, the staging pool and
 // pageable memory, in one run so that the ratios between them are measured like for like.
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
-#include <iostream>
-#include <string>
-#include <vector>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <tuple>
 
+#include "baselines/cuda_memcpy.hpp"
 #include "bench_common.hpp"
-#include "cli_args.hpp"
 #include "commands.hpp"
-#include "ferry/ferry.hpp"
-#include "bench_report.hpp"
-#include "format.hpp"
-#include "transfer_modes.hpp"
 
 namespace ferry::cli {
 
-const char* const kBenchTransferHelp =
-    "Usage: ferry bench transfer [options]\n"
-    "\n"
-    "Measures host->device (H2D), device->host (D2H) and both at once on one device, per size:\n"
-    "  direct          whole size in one copy from/to a pinned host buffer, one submission, wait\n"
-    "                  (the baseline: like one cudaMemcpyAsync or one vkCmdCopyBuffer)\n"
-    "  pool            pinned data in staging-pool leases, copied in chunks, several in flight\n"
-    "  pageable        a std::vector through ferry::upload / ferry::download\n"
-    "  pageable-naive  memcpy into a pinned buffer, then one copy (reverse for D2H), in sequence\n"
-    "  both            pool H2D and D2H at once on the upload and download queues\n"
-    "Each case is checked once with random bytes (exit 1 on a mismatch), warmed up, then repeated\n"
-    "until --min-time-ms has passed; the median is reported in GB/s (1e9 bytes per second).\n"
-    "\n"
-    "Options:\n"
-    "  --backend NAME     auto (default: cuda, then vulkan, then cpu), cpu, vulkan or cuda\n"
-    "  --device N         device index within the backend (default 0)\n"
-    "  --sizes LIST       comma-separated sizes with K/M/G suffixes (default 64K,1M,16M,256M,1G;\n"
-    "                     on a CPU device the default stops at 256M). Sizes that do not fit in\n"
-    "                     device or host memory are skipped and listed.\n"
-    "  --min-time-ms N    time spent on each measurement after warm-up (default 200)\n"
-    "  --chunk SIZE       chunk size of the pool and pageable paths (default 16M)\n"
-    "  --in-flight N      pool chunks in flight per direction (default 4)\n"
-    "  --quick            sizes 64K,1M,16M,64M and 50 ms per measurement (unless given)\n"
-    "  --json             JSON on stdout instead of the table\n"
-    "  --json-file PATH   also write the JSON to PATH\n";
-
 namespace {
 
-constexpr std::uint64_t kMiB = 1ull << 20;
-constexpr std::uint64_t kCpuDefaultSizeCap = 256 * kMiB;
-const std::vector<std::uint64_t> kDefaultSizes = {64 << 10, kMiB, 16 * kMiB, 256 * kMiB, 1024 * kMiB};
-const std::vector<std::uint64_t> kQuickSizes = {64 << 10, kMiB, 16 * kMiB, 64 * kMiB};
-constexpr std::size_t kMinReps = 3;
-constexpr std::size_t kMaxReps = 1'000'000;
-
-// Every case, in the order measured (and printed in JSON).
-constexpr Case kCases[] = {
-    {TransferMode::direct, TransferDirection::h2d},
-    {TransferMode::direct, TransferDirection::d2h},
-    {TransferMode::pool, TransferDirection::h2d},
-    {TransferMode::pool, TransferDirection::d2h},
-    {TransferMode::pageable_naive, TransferDirection::h2d},
-    {TransferMode::pageable_naive, TransferDirection::d2h},
-    {TransferMode::pageable, TransferDirection::h2d},
-    {TransferMode::pageable, TransferDirection::d2h},
-    {TransferMode::pool, TransferDirection::both},
+constexpr OptionSpec kOptions[] = {
+    {.name = "--sizes", .kind = OptionKind::sizes, .metavar = "LIST",
+     .help = "comma-separated sizes with K/M/G suffixes; without it a CPU device stops at 256M. "
+             "Sizes that do not fit in device or host memory are skipped and listed",
+     .fallback = "64K,1M,16M,256M,1G", .quick = "64K,1M,16M,64M"},
+    {.name = "--min-time-ms", .kind = OptionKind::count, .metavar = "N",
+     .help = "time spent on each measurement after its warm-up", .fallback = "200", .quick = "50",
+     .max = 3'600'000},
+    {.name = "--chunk", .kind = OptionKind::size, .metavar = "SIZE",
+     .help = "chunk size of the pool and pageable paths", .fallback = "16M", .min = 4096,
+     .max = 1ull << 30},
+    {.name = "--in-flight", .kind = OptionKind::count, .metavar = "N",
+     .help = "pool chunks in flight per direction", .fallback = "4", .min = 1, .max = 64},
 };
 
-// ---- arguments ---------------------------------------------------------------------------
+// ferry's paths, then the CUDA runtime's copies (the baselines on CUDA devices).
+enum class Mode : std::uint8_t {
+  direct,
+  pool,
+  pageable_naive,
+  pageable,
+  cuda_async,
+  cuda_pageable
+};
+enum class Dir : std::uint8_t { h2d, d2h, both };
+constexpr const char* kModeNames[] = {"direct", "pool", "pageable-naive", "pageable"};
+constexpr const char* kDirNames[] = {"H2D", "D2H", "both"};
+constexpr Mode kModes[] = {Mode::direct, Mode::pool, Mode::pageable_naive, Mode::pageable};
+constexpr Dir kOneWay[] = {Dir::h2d, Dir::d2h};
+// Every case, in the order measured.
+constexpr std::pair<Mode, Dir> kCases[] = {
+    {Mode::direct, Dir::h2d},   {Mode::direct, Dir::d2h},         {Mode::pool, Dir::h2d},
+    {Mode::pool, Dir::d2h},     {Mode::pageable_naive, Dir::h2d}, {Mode::pageable_naive, Dir::d2h},
+    {Mode::pageable, Dir::h2d}, {Mode::pageable, Dir::d2h},       {Mode::pool, Dir::both}};
 
-Parsed<BenchOptions> parse_options(const std::vector<std::string_view>& args, bool& help) {
-  using Fail = Parsed<BenchOptions>;
-  BenchOptions options;
-  ArgReader reader(args);
-  while (!reader.done()) {
-    const std::string_view name = reader.peek_name();
-    if (name == "--help" || name == "-h") {
-      help = true;
-      return {options, {}};
-    }
-    std::string common_error;
-    if (take_common_bench_option(reader, options, common_error)) {
-      if (!common_error.empty()) return Fail::fail(common_error);
-      continue;
-    }
-    const bool known = name == "--sizes" || name == "--min-time-ms" || name == "--chunk" ||
-                       name == "--in-flight";
-    if (!known) return Fail::fail("bench transfer: unknown argument '" + std::string(name) + "'");
-    Parsed<std::string_view> value = reader.take_value();
-    if (!value.ok()) return Fail::fail(value.error);
-    const std::string_view text = *value.value;
-    const std::string option(name);
-
-    if (name == "--sizes") {
-      Parsed<std::vector<std::uint64_t>> sizes = parse_size_list(text);
-      if (!sizes.ok()) return Fail::fail(option + ": " + sizes.error);
-      options.sizes = *sizes.value;
-    } else if (name == "--min-time-ms") {
-      Parsed<std::uint64_t> ms = parse_count(text, 3'600'000);
-      if (!ms.ok()) return Fail::fail(option + ": " + ms.error);
-      options.min_time_ms = *ms.value;
-    } else if (name == "--chunk") {
-      Parsed<std::uint64_t> chunk = parse_size(text);
-      if (!chunk.ok()) return Fail::fail(option + ": " + chunk.error);
-      if (*chunk.value < 4096 || *chunk.value > 1024 * kMiB) {
-        return Fail::fail(option + ": chunk must be between 4K and 1G");
-      }
-      options.transfer.chunk_bytes = *chunk.value;
-    } else if (name == "--in-flight") {
-      Parsed<std::uint64_t> count = parse_count(text, 64);
-      if (!count.ok()) return Fail::fail(option + ": " + count.error);
-      if (*count.value == 0) return Fail::fail(option + ": must be at least 1");
-      options.transfer.in_flight = static_cast<unsigned>(*count.value);
-    }
-  }
-  return {options, {}};
+// Bytes moved per transfer: the size, or twice the size for both directions at once.
+double gbps(std::uint64_t size, Dir dir, double seconds) {
+  return static_cast<double>(dir == Dir::both ? 2 * size : size) / seconds / 1e9;
 }
 
-// ---- planning ----------------------------------------------------------------------------
+// One direction of the pool path: chunks of pinned lease memory, a bounded number in flight.
+// H2D drops each lease right after submitting (the pool takes it back once the copy is done);
+// D2H keeps it until the copy has landed and its bytes were consumed. Timed runs send whatever
+// the leases hold (the data is "already pinned" by assumption) and drop what they receive.
+struct PoolStream {
+  const Queue& queue;
+  const StagingPool& pool;
+  bool upload;
+  const Buffer& device_buffer;
+  std::uint64_t chunk_bytes;
+  unsigned window;
+  std::byte* host;  // verifying: the bytes to send, or where received bytes go; else null
+  std::uint64_t next = 0;
+  struct Chunk {
+    Lease lease;  // empty for H2D
+    TimelinePoint done;
+    std::uint64_t offset = 0;
+  };
+  std::deque<Chunk> in_flight = {};
 
-void plan_sizes(const BenchOptions& options, const DeviceInfo& device, Report& report) {
-  const bool explicit_sizes = options.sizes.has_value();
-  const std::vector<std::uint64_t>& wanted =
-      explicit_sizes ? *options.sizes : (options.quick ? kQuickSizes : kDefaultSizes);
-  const std::uint64_t host_available = available_host_memory();
-  for (std::uint64_t size : wanted) {
-    // Two device buffers; on the host two pageable vectors and two pinned buffers (plus the
-    // device buffers themselves when the "device" is the CPU).
-    const std::uint64_t device_need = 2 * size;
-    const std::uint64_t host_need = (device.is_cpu ? 6 : 4) * size;
-    if (!explicit_sizes && device.is_cpu && size > kCpuDefaultSizeCap) {
-      report.skipped.push_back({size, "CPU device: default sizes stop at 256 MiB (use --sizes)"});
-    } else if (device.device_memory_bytes != 0 && device_need > device.device_memory_bytes / 10 * 9) {
-      report.skipped.push_back({size, "needs " + format_bytes(device_need) + " of device memory, " +
-                                          format_bytes(device.device_memory_bytes) + " exist"});
-    } else if (host_available != 0 && host_need > host_available / 10 * 8) {
-      report.skipped.push_back({size, "needs about " + format_bytes(host_need) +
-                                          " of host memory, " + format_bytes(host_available) +
-                                          " available"});
+  bool all_submitted() const { return next >= device_buffer.size(); }
+  // Submits the next chunk, first retiring the oldest one when the window is full.
+  Status submit_next() {
+    if (all_submitted()) return ok_status();
+    if (in_flight.size() >= window) FERRY_RETURN_IF_ERROR(retire_oldest());
+    const std::uint64_t bytes = std::min(chunk_bytes, device_buffer.size() - next);
+    FERRY_ASSIGN_OR_RETURN(Lease lease, pool.acquire(bytes, kWaitTimeout));
+    CommandList commands;
+    if (upload && host != nullptr) std::memcpy(lease.data().data(), host + next, bytes);
+    FERRY_RETURN_IF_ERROR(upload ? commands.copy(lease, 0, device_buffer, next, bytes)
+                                 : commands.copy(device_buffer, next, lease, 0, bytes));
+    FERRY_ASSIGN_OR_RETURN(TimelinePoint done, queue.submit(std::move(commands)));
+    if (upload) lease.release();
+    in_flight.push_back({std::move(lease), std::move(done), next});
+    next += bytes;
+    return ok_status();
+  }
+  Status retire_oldest() {
+    Chunk& chunk = in_flight.front();
+    FERRY_RETURN_IF_ERROR(chunk.done.wait(kWaitTimeout));
+    if (host != nullptr && chunk.lease)
+      std::memcpy(host + chunk.offset, chunk.lease.data().data(), chunk.lease.size());
+    in_flight.pop_front();
+    return ok_status();
+  }
+  Status finish() {
+    while (!in_flight.empty()) FERRY_RETURN_IF_ERROR(retire_oldest());
+    return ok_status();
+  }
+};
+
+// Queues and staging pools of one device, and the buffers of the size being measured.
+struct Transfers {
+  Device device;
+  std::uint64_t chunk_bytes;
+  unsigned in_flight;
+  Queue compute = device.queue(QueueKind::compute), up = device.queue(QueueKind::upload),
+        down = device.queue(QueueKind::download);
+  StagingPool upload_pool = {}, readback_pool = {};
+  std::uint64_t size = 0;
+  Buffer device_a = {};                 // H2D target; D2H source
+  Buffer device_b = {};                 // D2H source while `both` uploads into device_a
+  Buffer pinned_source = {};            // host_upload: source of the direct and naive paths
+  Buffer pinned_target = {};            // host_readback: their target
+  std::vector<std::byte> pattern = {};  // random bytes: the pageable source
+  std::vector<std::byte> pageable = {};
+
+  // Room for the whole window plus one chunk (a lease comes back only once the pool sees its
+  // copy complete), all reserved up front so that no pinned allocation is ever timed.
+  Status create_pools() {
+    const std::uint64_t chunk = round_up(chunk_bytes, kStagingAlignment);
+    const std::uint64_t slab = std::max<std::uint64_t>(64 * kMiB, chunk), per_slab = slab / chunk;
+    const auto slabs = static_cast<std::uint32_t>((in_flight + 1 + per_slab - 1) / per_slab);
+    FERRY_ASSIGN_OR_RETURN(upload_pool,
+                           reserved_pool(device, MemoryKind::host_upload, slab, slabs));
+    FERRY_ASSIGN_OR_RETURN(readback_pool,
+                           reserved_pool(device, MemoryKind::host_readback, slab, slabs));
+    return ok_status();
+  }
+
+  // Buffers for `bytes`, the random pattern (`seed`) in the pinned source and in both device
+  // buffers. Those of the previous size go first.
+  Status prepare(std::uint64_t bytes, std::uint64_t seed) {
+    for (Buffer* buffer : {&device_a, &device_b, &pinned_source, &pinned_target}) buffer->release();
+    pattern = {};
+    pageable = {};
+    FERRY_RETURN_IF_ERROR(device.wait_idle(kWaitTimeout));
+    size = bytes;
+    FERRY_ASSIGN_OR_RETURN(device_a, device.create_buffer(size, MemoryKind::device));
+    FERRY_ASSIGN_OR_RETURN(device_b, device.create_buffer(size, MemoryKind::device));
+    FERRY_ASSIGN_OR_RETURN(pinned_target, device.create_buffer(size, MemoryKind::host_readback));
+    pattern.resize(size);
+    pageable.resize(size);
+    fill_random(pattern, seed);
+    FERRY_ASSIGN_OR_RETURN(pinned_source, pinned_copy(device, pattern));
+    FERRY_RETURN_IF_ERROR(copy_and_wait(up, pinned_source, device_a, size));
+    return copy_and_wait(up, pinned_source, device_b, size);
+  }
+
+  // One transfer of the current size; `both` exists for the pool mode only.
+  Status run(Mode mode, Dir dir, bool verifying = false) {
+    const bool h2d = dir == Dir::h2d;
+    const TransferOptions transfer{.chunk_bytes = chunk_bytes, .acquire_timeout = kWaitTimeout};
+    if (mode == Mode::direct) {
+      return h2d ? copy_and_wait(up, pinned_source, device_a, size)
+                 : copy_and_wait(down, device_a, pinned_target, size);
+    }
+    if (mode == Mode::pageable && h2d) {
+      FERRY_ASSIGN_OR_RETURN(TimelinePoint done,
+                             upload(up, upload_pool, pattern, device_a, 0, {}, transfer));
+      return done.wait(kWaitTimeout);
+    }
+    if (mode == Mode::pageable) {
+      return download(down, readback_pool, device_a, 0, pageable, {}, transfer);
+    }
+    if (mode == Mode::pageable_naive && h2d) {
+      FERRY_ASSIGN_OR_RETURN(std::span<std::byte> staging, pinned_source.host_span());
+      std::memcpy(staging.data(), pattern.data(), size);
+      return copy_and_wait(up, pinned_source, device_a, size);
+    }
+    if (mode == Mode::pageable_naive) {
+      FERRY_RETURN_IF_ERROR(copy_and_wait(down, device_a, pinned_target, size));
+      FERRY_ASSIGN_OR_RETURN(std::span<std::byte> staging, pinned_target.host_span());
+      std::memcpy(pageable.data(), staging.data(), size);
+      return ok_status();
+    }
+    // The pool; in `both`, D2H reads device_b so that it never races the upload into device_a.
+    PoolStream h2d_stream{up, upload_pool, true, device_a, chunk_bytes, in_flight,
+                          verifying ? pattern.data() : nullptr};
+    PoolStream d2h_stream{down, readback_pool, false, dir == Dir::both ? device_b : device_a,
+                          chunk_bytes, in_flight, verifying ? pageable.data() : nullptr};
+    const bool uploads = dir != Dir::d2h, downloads = dir != Dir::h2d;
+    // Interleaved so that in `both` each queue always has chunks waiting.
+    while ((uploads && !h2d_stream.all_submitted()) || (downloads && !d2h_stream.all_submitted())) {
+      if (uploads) FERRY_RETURN_IF_ERROR(h2d_stream.submit_next());
+      if (downloads) FERRY_RETURN_IF_ERROR(d2h_stream.submit_next());
+    }
+    if (uploads) FERRY_RETURN_IF_ERROR(h2d_stream.finish());
+    return downloads ? d2h_stream.finish() : ok_status();
+  }
+
+  // One transfer whose result is compared with the pattern. Targets start cleared so that stale
+  // data from an earlier run cannot pass for a good copy.
+  Status verify(Mode mode, Dir dir, const std::string& what) {
+    FERRY_ASSIGN_OR_RETURN(std::span<std::byte> readback, pinned_target.host_span());
+    if (dir != Dir::d2h) {
+      CommandList clear;
+      FERRY_RETURN_IF_ERROR(ferry::fill(clear, device_a, 0, size, 0));
+      FERRY_ASSIGN_OR_RETURN(TimelinePoint cleared, compute.submit(std::move(clear)));
+      FERRY_RETURN_IF_ERROR(cleared.wait(kWaitTimeout));
     } else {
-      report.sizes.push_back(size);
+      FERRY_RETURN_IF_ERROR(copy_and_wait(up, pinned_source, device_a, size));
     }
+    std::memset(readback.data(), 0, size);
+    std::memset(pageable.data(), 0, size);
+    FERRY_RETURN_IF_ERROR(run(mode, dir, true).with_context(what));
+    if (dir != Dir::h2d) {
+      FERRY_RETURN_IF_ERROR(compare_bytes(mode == Mode::direct ? readback : pageable, pattern,
+                                          what + " (host side)"));
+    }
+    if (dir == Dir::d2h) return ok_status();
+    std::memset(readback.data(), 0, size);
+    FERRY_RETURN_IF_ERROR(copy_and_wait(down, device_a, pinned_target, size));
+    return compare_bytes(readback, pattern, what + " (device side, read back directly)");
   }
-}
+};
 
-// ---- measuring ---------------------------------------------------------------------------
+// The median GB/s of every case (the CUDA baselines' included), and what is measured beside.
+struct Results {
+  std::map<std::tuple<std::uint64_t, Mode, Dir>, double> median_gbps;
+  Section all{"Every measurement", "measurements", {},  // JSON only: every timing
+              {{"size", "size_bytes", Unit::bytes}, {"mode", "mode"}, {"dir", "direction"},
+               {"reps", "reps", Unit::count}, {"median s", "median_seconds", Unit::seconds},
+               {"best s", "best_seconds", Unit::seconds}, {"median", "median_gbps", Unit::gbps},
+               {"best", "best_gbps", Unit::gbps}}, {}, {}, true};
+  bool cuda = false;                                           // a CUDA device
+  std::vector<std::pair<std::uint64_t, std::string>> no_cuda;  // sizes without the baseline, why
+  double submit_overhead_us = kNaN;
 
-Result<Measurement> measure(TransferBench& bench, std::uint64_t size, Case which,
-                            std::chrono::milliseconds min_time) {
-  using Clock = std::chrono::steady_clock;
-  FERRY_RETURN_IF_ERROR(bench.verify(which.mode, which.direction));
-  FERRY_RETURN_IF_ERROR(bench.run(which.mode, which.direction));  // warm-up
-  std::vector<double> seconds;
-  const Clock::time_point start = Clock::now();
-  while (seconds.size() < kMaxReps) {
-    const Clock::time_point t0 = Clock::now();
-    FERRY_RETURN_IF_ERROR(bench.run(which.mode, which.direction));
-    const Clock::time_point t1 = Clock::now();
-    seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
-    if (seconds.size() >= kMinReps && t1 - start >= min_time) break;
+  double gbps(std::uint64_t size, Mode mode, Dir dir) const {
+    const auto found = median_gbps.find({size, mode, dir});
+    return found == median_gbps.end() ? kNaN : found->second;
   }
-  std::sort(seconds.begin(), seconds.end());
-  Measurement m;
-  m.size = size;
-  m.which = which;
-  m.reps = seconds.size();
-  const std::size_t mid = seconds.size() / 2;
-  m.median_seconds = seconds.size() % 2 == 1 ? seconds[mid] : (seconds[mid - 1] + seconds[mid]) / 2;
-  m.best_seconds = seconds.front();
-  return m;
-}
+  // Both directions at once over the faster single direction of the same (pool) path.
+  double both_ratio(std::uint64_t size) const {
+    return gbps(size, Mode::pool, Dir::both) /
+           std::max(gbps(size, Mode::pool, Dir::h2d), gbps(size, Mode::pool, Dir::d2h));
+  }
+  // Pool and pageable against their baselines `a` and `b`: a, pool, pool/a, b, pageable,
+  // pageable/b in GB/s (nothing pageable in `both`).
+  std::vector<Value> row(std::uint64_t size, Dir dir, Mode a, Mode b) const {
+    const double base = gbps(size, a, dir), pool = gbps(size, Mode::pool, dir);
+    if (dir == Dir::both) return {size, kDirNames[int(dir)], base, pool, pool / base, {}, {}, {}};
+    const double naive = gbps(size, b, dir), pageable = gbps(size, Mode::pageable, dir);
+    return {size, kDirNames[int(dir)], base, pool, pool / base, naive, pageable, pageable / naive};
+  }
+  // "H2D / D2H: pool/<a> 1.01x / 0.98x, pageable/<b> ...".
+  std::string ratios(std::uint64_t size, Mode a, Mode b, const std::string& a_name,
+                     const std::string& b_name) const {
+    auto over = [&](Mode mode, Mode base) {
+      return ratio_text(gbps(size, mode, Dir::h2d) / gbps(size, base, Dir::h2d)) + " / " +
+             ratio_text(gbps(size, mode, Dir::d2h) / gbps(size, base, Dir::d2h));
+    };
+    return "H2D / D2H: pool/" + a_name + " " + over(Mode::pool, a) + ", pageable/" + b_name + " " +
+           over(Mode::pageable, b);
+  }
+};
 
 // CPU time per small pooled transfer as an application issues it (lease, record, submit),
 // without waiting for each: the overhead ferry adds on top of the copy itself.
 Result<double> measure_submit_overhead_us(const Device& device) {
   constexpr std::uint64_t kBytes = 4096;
-  constexpr int kWarmup = 200;
-  constexpr int kCount = 2000;
   FERRY_ASSIGN_OR_RETURN(StagingPool pool,
-                         device.create_staging_pool({.kind = MemoryKind::host_upload,
-                                                     .slab_bytes = 16 * kMiB,
-                                                     .max_slabs = 1,
-                                                     .reserved_slabs = 1}));
+                         reserved_pool(device, MemoryKind::host_upload, 16 * kMiB, 1));
   FERRY_ASSIGN_OR_RETURN(Buffer target, device.create_buffer(kBytes));
   const Queue queue = device.queue(QueueKind::upload);
-  auto one = [&]() -> Status {
+  auto submit = [&](std::uint64_t) -> Status {
     FERRY_ASSIGN_OR_RETURN(Lease lease, pool.acquire(kBytes));
     CommandList commands;
     FERRY_RETURN_IF_ERROR(commands.copy(lease, 0, target, 0, kBytes));
     return queue.submit(std::move(commands)).status();
   };
-  for (int i = 0; i < kWarmup; ++i) FERRY_RETURN_IF_ERROR(one());
-  FERRY_RETURN_IF_ERROR(queue.wait_idle());
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < kCount; ++i) FERRY_RETURN_IF_ERROR(one());
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  FERRY_RETURN_IF_ERROR(queue.wait_idle());
-  return seconds / kCount * 1e6;
+  auto idle = [&] { return queue.wait_idle(); };
+  FERRY_ASSIGN_OR_RETURN(Timing timing, repeat_steps(exactly(200, 2000), submit, idle));
+  FERRY_RETURN_IF_ERROR(idle());
+  return timing.window_per_rep() * 1e6;
 }
 
-// ---- output ------------------------------------------------------------------------------
+Status measure(Bench& bench, const std::vector<std::uint64_t>& sizes, Transfers& transfers,
+               Results& r) {
+  const RepeatSettings settings{.min_time =
+                                    std::chrono::milliseconds(bench.number("--min-time-ms"))};
+  FERRY_RETURN_IF_ERROR(transfers.create_pools());
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const std::uint64_t size = sizes[i];
+    bench.progress("measuring " + format_bytes(size) + " (" + std::to_string(i + 1) + "/" +
+                   std::to_string(sizes.size()) + ")");
+    FERRY_RETURN_IF_ERROR(
+        transfers.prepare(size, 0x5eed + i).with_context("preparing " + format_bytes(size)));
+    for (const auto& [mode, dir] : kCases) {
+      const std::string what = std::string(kModeNames[int(mode)]) + " " + kDirNames[int(dir)];
+      FERRY_RETURN_IF_ERROR(transfers.verify(mode, dir, what + " of " + std::to_string(size) +
+                                                            " bytes")
+                                .with_context(what + " " + format_bytes(size)));
+      Result<Timing> timing = repeat(settings, [&, mode = mode, dir = dir](std::uint64_t) {
+        return wall_time([&] { return transfers.run(mode, dir); });
+      });
+      if (!timing.ok()) return timing.status().with_context(what + " " + format_bytes(size));
+      r.median_gbps[{size, mode, dir}] = gbps(size, dir, timing->median_seconds);
+      r.all.add_row({size, kModeNames[int(mode)], kDirNames[int(dir)], timing->reps,
+                     timing->median_seconds, timing->best_seconds, r.gbps(size, mode, dir),
+                     gbps(size, dir, timing->best_seconds)});
+    }
+    if (!r.cuda) continue;
+    const CudaMemcpyBaseline base = measure_cuda_memcpy(bench.device_index(), size, settings);
+    if (!base.available) {
+      r.no_cuda.emplace_back(size, base.reason);
+      continue;
+    }
+    for (Dir dir : kOneWay) {
+      r.median_gbps[{size, Mode::cuda_async, dir}] = base.pinned[int(dir)];
+      r.median_gbps[{size, Mode::cuda_pageable, dir}] = base.pageable[int(dir)];
+    }
+    r.median_gbps[{size, Mode::cuda_async, Dir::both}] = base.both_pinned;
+  }
+  Result<double> overhead = measure_submit_overhead_us(bench.device);
+  if (!overhead.ok()) return overhead.status().with_context("measuring the submit overhead");
+  r.submit_overhead_us = *overhead;
+  return ok_status();
+}
+
+void add_report(Report& report, const Options& options, const std::vector<std::uint64_t>& sizes,
+                const Results& r, const Transfers& transfers) {
+  report.add_method(
+      "median GB/s (1e9 B/s) of repeated transfers, >= " + options.text("--min-time-ms") +
+          " ms per case after a warm-up; pool/pageable chunks " +
+          format_bytes(options.number("--chunk")) + ", " + options.text("--in-flight") +
+          " pool chunks in flight per direction; every case checked once with random bytes",
+      {{"min_time_ms", options.number("--min-time-ms")},
+       {"chunk_bytes", options.number("--chunk")},
+       {"in_flight", options.number("--in-flight")}});
+
+  const Column size_column{"size", "size_bytes", Unit::bytes, false, true};
+  const Column dir_column{"dir", "direction"};
+  Section& one = report.add_section("One direction (median GB/s)", "one_direction");
+  one.columns = {size_column, dir_column, {"direct", "direct_gbps", Unit::gbps},
+                 {"pool", "pool_gbps", Unit::gbps},
+                 {"pool/direct", "pool_over_direct", Unit::ratio},
+                 {"pageable-naive", "pageable_naive_gbps", Unit::gbps},
+                 {"pageable", "pageable_gbps", Unit::gbps},
+                 {"pageable/naive", "pageable_over_naive", Unit::ratio}};
+  // Small copies are bound by per-transfer overhead, which reads better as time than as GB/s.
+  Section& small =
+      report.add_section("Small transfers (median microseconds per transfer)", "small_transfers");
+  small.columns = {size_column, dir_column};
+  for (Mode mode : kModes)
+    small.columns.push_back(
+        {kModeNames[int(mode)], std::string(kModeNames[int(mode)]) + "_us", Unit::us});
+  for (std::uint64_t size : sizes) {
+    for (Dir dir : kOneWay) {
+      one.add_row(r.row(size, dir, Mode::direct, Mode::pageable_naive));
+      if (size > kMiB) continue;
+      std::vector<Value> row = {size, kDirNames[int(dir)]};
+      for (Mode mode : kModes) row.emplace_back(1e-3 * double(size) / r.gbps(size, mode, dir));
+      small.add_row(std::move(row));
+    }
+  }
+  if (small.rows.empty()) report.sections.pop_back();
+
+  Section& both = report.add_section(
+      "Both directions at once (pool path, upload + download queues)", "both_directions");
+  both.columns = {{"size", "size_bytes", Unit::bytes}, {"total GB/s", "total_gbps", Unit::gbps},
+                  {"pool H2D", "pool_h2d_gbps", Unit::gbps},
+                  {"pool D2H", "pool_d2h_gbps", Unit::gbps},
+                  {"both/one-direction", "both_over_one_direction", Unit::ratio}};
+  for (std::uint64_t size : sizes) {
+    both.add_row({size, r.gbps(size, Mode::pool, Dir::both), r.gbps(size, Mode::pool, Dir::h2d),
+                  r.gbps(size, Mode::pool, Dir::d2h), r.both_ratio(size)});
+  }
+  both.notes = {"both/one-direction: the total GB/s over the faster single direction"};
+
+  if (r.cuda) {
+    Section& cuda = report.add_section(
+        "Against plain CUDA runtime copies of the same sizes (same run, median GB/s)", "cuda");
+    cuda.columns = {size_column, dir_column,
+                    {"cudaMemcpyAsync", "cuda_memcpy_async_gbps", Unit::gbps},
+                    {"pool", "pool_gbps", Unit::gbps}, {"pool/cuda", "pool_over_cuda", Unit::ratio},
+                    {"cudaMemcpy pageable", "cuda_memcpy_pageable_gbps", Unit::gbps},
+                    {"pageable", "pageable_gbps", Unit::gbps},
+                    {"pageable/cuda", "pageable_over_cuda", Unit::ratio}};
+    cuda.notes = {
+        "cudaMemcpyAsync: pinned cudaHostAlloc memory, one copy + cudaStreamSynchronize "
+        "(both: H2D and D2H on two streams, total GB/s); cudaMemcpy pageable: the same "
+        "std::vector-style memory ferry's pageable path reads"};
+    for (const auto& [size, why] : r.no_cuda)
+      cuda.notes.push_back(format_bytes(size) + ": no CUDA baseline: " + why);
+    for (std::uint64_t size : sizes) {
+      for (Dir dir : {Dir::h2d, Dir::d2h, Dir::both}) {
+        if (!std::isnan(r.gbps(size, Mode::cuda_async, dir)))
+          cuda.add_row(r.row(size, dir, Mode::cuda_async, Mode::cuda_pageable));
+      }
+    }
+  }
+
+  Section& overhead = report.add_section("Per-transfer CPU overhead of the pool path", "overhead");
+  overhead.fields = {{"acquire + record + submit of a 4 KiB copy (mean of 2000)",
+                      "submit_overhead_us", r.submit_overhead_us, Unit::us}};
+
+  Section& pools = report.add_section("Staging pools", "staging_pools");
+  pools.columns = {{"pool", "pool"}, {"capacity", "capacity_bytes", Unit::bytes},
+                   {"reserved", "bytes_reserved", Unit::bytes},
+                   {"high water", "high_water_bytes", Unit::bytes}, {"slabs", "slabs", Unit::count},
+                   {"acquires", "acquires", Unit::count}, {"waits", "waits", Unit::count}};
+  for (const StagingPool* pool : {&transfers.upload_pool, &transfers.readback_pool}) {
+    const StagingPoolStats stats = pool->stats();
+    pools.add_row({std::string(pool == &transfers.upload_pool ? "upload" : "readback"),
+                   stats.capacity_bytes, stats.bytes_reserved, stats.high_water_bytes,
+                   std::uint64_t{stats.slabs}, stats.acquires, stats.waits});
+  }
+  pools.notes = {"waits: acquires that had to wait for a lease to come back"};
+  report.sections.push_back(r.all);
+
+  // One summary line per size (and one more against CUDA's copies): H2D / D2H ratios.
+  for (std::uint64_t size : sizes) {
+    const std::string subject = "transfer " + format_bytes(size);
+    report.summary.emplace_back(
+        subject, r.ratios(size, Mode::direct, Mode::pageable_naive, "direct", "naive") +
+                     "; both/one-direction " + ratio_text(r.both_ratio(size)));
+    const double cuda_both = r.gbps(size, Mode::cuda_async, Dir::both);
+    if (std::isnan(cuda_both)) continue;
+    report.summary.emplace_back(
+        subject + " vs CUDA",
+        r.ratios(size, Mode::cuda_async, Mode::cuda_pageable, "cudaMemcpyAsync", "cudaMemcpy") +
+            "; both/CUDA both " + ratio_text(r.gbps(size, Mode::pool, Dir::both) / cuda_both));
+  }
+}
+
+Status run_transfer(Bench& bench) {
+  const Options& options = bench.options;
+  // Two device buffers; on the host two pageable vectors and two pinned buffers.
+  std::vector<std::uint64_t> sizes;
+  bench.skipped = {"Skipped sizes", "skipped", {},
+                   {{"size", "size_bytes", Unit::bytes}, {"reason", "reason"}}};
+  for (std::uint64_t size : options.sizes("--sizes")) {
+    if (!options.given("--sizes") && bench.device.info().is_cpu && size > 256 * kMiB) {
+      bench.skipped.add_row({size, "CPU device: default sizes stop at 256 MiB (use --sizes)"});
+    } else if (bench.fits({size}, 2 * size, 4 * size)) {
+      sizes.push_back(size);
+    }
+  }
+  if (sizes.empty()) return bench.end_skipped(true);
+  Transfers transfers{bench.device, bench.number("--chunk"),
+                      static_cast<unsigned>(bench.number("--in-flight"))};
+  Results results;
+  results.cuda = bench.device.backend() == Backend::cuda;
+  FERRY_RETURN_IF_ERROR(measure(bench, sizes, transfers, results));
+  add_report(bench.report, options, sizes, results, transfers);
+  return bench.end_skipped(false);
+}
+
+int run(const Options& options, const std::string& command_line) {
+  return run_bench(options, command_line, "ferry bench transfer",
+                   {QueueKind::upload, QueueKind::download}, false, run_transfer);
+}
 
 }  // namespace
 
-int run_bench_transfer(const std::vector<std::string_view>& args) {
-  bool help = false;
-  Parsed<BenchOptions> parsed = parse_options(args, help);
-  if (!parsed.ok()) return usage_error(parsed.error);
-  if (help) {
-    std::cout << kBenchTransferHelp;
-    return kExitOk;
-  }
-  Report report;
-  report.command = command_line("ferry bench transfer", args);
-  report.options = *parsed.value;
-  const BenchOptions& options = report.options;
-  report.min_time_ms = options.min_time_ms.value_or(options.quick ? 50 : 200);
-
-  std::optional<Device> opened = open_bench_device(options);
-  if (!opened) return kExitFailure;
-  Device device = std::move(*opened);
-  report.device = device.info();
-  report.date = utc_timestamp();
-  plan_sizes(options, report.device, report);
-  if (report.sizes.empty()) {
-    std::cerr << "ferry: error: no size to measure on " << device_label(report.device) << ":\n";
-    for (const auto& skipped : report.skipped) {
-      std::cerr << "  " << format_bytes(skipped.size) << ": " << skipped.reason << "\n";
-    }
-    return kExitFailure;
-  }
-
-  Result<std::unique_ptr<TransferBench>> created = TransferBench::create(device, options.transfer);
-  if (!created.ok()) return library_error(created.status(), "setting up the benchmark");
-  std::unique_ptr<TransferBench> bench = std::move(created).value();
-
-  const bool progress = !options.json && isatty(STDERR_FILENO) != 0;
-  std::uint64_t seed = 0x5eed;
-  for (std::size_t i = 0; i < report.sizes.size(); ++i) {
-    const std::uint64_t size = report.sizes[i];
-    if (progress) {
-      std::cerr << "ferry: measuring " << format_bytes(size) << " (" << i + 1 << "/"
-                << report.sizes.size() << ")\n";
-    }
-    if (Status status = bench->prepare(size, seed++); !status.ok()) {
-      return library_error(status, "preparing " + format_bytes(size));
-    }
-    for (const Case& which : kCases) {
-      Result<Measurement> m =
-          measure(*bench, size, which, std::chrono::milliseconds(report.min_time_ms));
-      if (!m.ok()) {
-        return library_error(m.status(), std::string(to_string(which.mode)) + " " +
-                                             std::string(to_string(which.direction)) + " " +
-                                             format_bytes(size));
-      }
-      report.results.push_back(*m);
-    }
-    if (report.device.backend == Backend::cuda) {
-      report.cuda_baselines.emplace_back(
-          size, measure_cuda_memcpy(options.device_index, size,
-                                    static_cast<double>(report.min_time_ms)));
-    }
-  }
-  Result<double> overhead = measure_submit_overhead_us(device);
-  if (!overhead.ok()) return library_error(overhead.status(), "measuring the submit overhead");
-  report.submit_overhead_us = *overhead;
-  report.upload_pool = bench->upload_pool_stats();
-  report.readback_pool = bench->readback_pool_stats();
-  bench.reset();  // buffers and pools go before the device closes
-  report.validation_messages = device.validation_message_count();
-  if (Status status = device.close(std::chrono::seconds(60)); !status.ok()) {
-    return library_error(status, "closing the device");
-  }
-
-  return emit_bench_report(
-      options.json, options.json_file, report.validation_messages,
-      [&](std::ostream& out) { print_report_table(report, out); },
-      [&](std::ostream& out) { print_report_json(report, out); });
-}
+const Command kBenchTransfer = {
+    .name = "bench transfer",
+    .summary =
+        "Host<->device bandwidth (H2D, D2H, both at once) of the plain API path, the staging "
+        "pool and pageable memory, checked with random data.",
+    .about =
+        "Per size, host->device (H2D), device->host (D2H) and both at once:\n"
+        "  direct          the whole size in one copy from/to a pinned buffer (the baseline)\n"
+        "  pool            pinned data in staging-pool leases, chunks copied several in flight\n"
+        "  pageable        a std::vector through ferry::upload / ferry::download\n"
+        "  pageable-naive  memcpy into a pinned buffer, then one copy (reverse for D2H)\n"
+        "  both            pool H2D and D2H at once on the upload and download queues\n"
+        "and on CUDA devices cudaMemcpyAsync (pinned) and cudaMemcpy (pageable). Each case is\n"
+        "checked once with random bytes (exit 1 on a mismatch), warmed up and timed for\n"
+        "--min-time-ms: median GB/s (1e9 B/s), and microseconds per transfer up to 1 MiB. Then\n"
+        "the CPU time of a small pooled transfer and the staging pools' statistics.\n",
+    .options = kOptions,
+    .run = run,
+};
 
 }  // namespace ferry::cli

@@ -1,5 +1,5 @@
-// `ferry`: inspect backends and devices, and benchmark transfers, ingress and egress, through the
-// public API only.
+// `ferry`: inspect backends and devices, and benchmark transfers, ingress, egress and ops,
+// through the public API only.
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -7,43 +7,97 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "ferry/version.hpp"
+#include "report.hpp"
 
 namespace ferry::cli {
 
 namespace {
 
-constexpr const char* kHelp =
-    "ferry " FERRY_VERSION_STRING " - portable GPU transfer runtime\n"
-    "\n"
-    "Usage:\n"
-    "  ferry info [--json]\n"
-    "  ferry bench transfer [options]\n"
-    "  ferry bench ingress [options]\n"
-    "  ferry bench egress [options]\n"
-    "  ferry --help | --version\n"
-    "  ferry <command> --help\n"
-    "\n"
-    "Commands:\n"
-    "  info             Backends compiled in (available or not, and why), and every device:\n"
-    "                   name, driver, memory, queue families, and which native queue serves\n"
-    "                   ferry's compute, upload and download queues.\n"
-    "  bench transfer   Host<->device bandwidth (H2D, D2H, both at once) for the plain API path,\n"
-    "                   the staging pool, and pageable memory, checked with random data.\n"
-    "  bench ingress    Image batches to normalized float tensors on the device: the host\n"
-    "                   converting to float32 and uploading it, against ferry's IngressPipeline\n"
-    "                   (uint8 upload, normalize on the device); the normalize op against a\n"
-    "                   device-to-device copy.\n"
-    "  bench egress     Device results to host work, step after step: compute, synchronous\n"
-    "                   download and host work one after another, against ferry's\n"
-    "                   EgressPipeline overlapping them, held against the slowest component\n"
-    "                   alone; ingress and egress together against each direction alone.\n"
-    "\n"
-    "Environment:\n"
-    "  FERRY_VALIDATION=1   enable the API's validation layer (Vulkan: Khronos validation)\n"
-    "  FERRY_FAULTS=...     fail calls on purpose to test error paths, e.g. submit=3 or\n"
-    "                       alloc=p0.01,seed=7 (sites alloc, submit, wait, thread)\n"
-    "\n"
-    "Exit status: 0 success, 1 error (library error or wrong data), 2 bad usage.\n";
+const Command* const kCommands[] = {&kInfoCommand, &kBenchTransfer, &kBenchIngress, &kBenchEgress,
+                                    &kBenchOp};
+
+std::string usage(const Command& command) {
+  std::string line = "ferry " + std::string(command.name);
+  if (!command.operand.empty()) line.append(" ").append(command.operand);
+  return line + " [options]";
+}
+
+std::string program_help() {
+  std::string help = "ferry " FERRY_VERSION_STRING " - portable GPU transfer runtime\n\nUsage:\n";
+  for (const Command* command : kCommands) help += "  " + usage(*command) + "\n";
+  help += "  ferry --help | --version\n  ferry <command> --help\n\nCommands:\n";
+  for (const Command* command : kCommands) {
+    help += wrap_text("  " + std::string(command->name), command->summary, 19);
+  }
+  return help +
+         "\nEnvironment:\n"
+         "  FERRY_VALIDATION=1   enable the API's validation layer (Vulkan: Khronos validation)\n"
+         "  FERRY_FAULTS=...     fail calls on purpose to test error paths, e.g. submit=3 or\n"
+         "                       alloc=p0.01,seed=7 (sites alloc, submit, wait, thread)\n"
+         "\nExit status: 0 success, 1 error (library error or wrong data), 2 bad usage.\n";
+}
+
+// A bench's options are its own and those of every bench.
+OptionTables tables(const Command& command) {
+  if (command.bench) return {command.options, kBenchOptions};
+  return {command.options};
+}
+
+std::string command_help(const Command& command) {
+  std::string help = "Usage: " + usage(command) + "\n\n" + std::string(command.about) + "\n";
+  if (command.operand_help != nullptr) help += command.operand_help() + "\n";
+  return help + options_help(tables(command));
+}
+
+int run_command(const Command& command, const std::vector<std::string_view>& args) {
+  Parsed<Options> parsed = Options::parse(command.name, args, tables(command));
+  if (!parsed.value) return usage_error(parsed.error);
+  const Options& options = *parsed.value;
+  if (options.help()) {
+    std::cout << command_help(command);
+    return kExitOk;
+  }
+  const std::size_t operands = command.operand.empty() ? 0 : 1;
+  if (options.operands().size() != operands) {
+    return usage_error(std::string(command.name) +
+                       (operands == 0 ? ": unexpected argument '" + options.operands()[0] + "'"
+                                      : ": needs one " + std::string(command.operand)));
+  }
+  std::string line = "ferry " + std::string(command.name);
+  for (std::string_view arg : args) line.append(" ").append(arg);
+  return command.run(options, line);
+}
+
+int run(const std::vector<std::string_view>& args) {
+  if (args.empty()) {
+    std::cerr << program_help();
+    return kExitUsage;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << program_help();
+    return kExitOk;
+  }
+  if (args[0] == "--version") {
+    std::cout << "ferry " FERRY_VERSION_STRING "\n";
+    return kExitOk;
+  }
+  if (args[0] == "bench" && (args.size() == 1 || args[1] == "--help" || args[1] == "-h")) {
+    if (args.size() == 1)
+      return usage_error("'bench' needs a benchmark name: transfer, ingress, egress or op");
+    for (const Command* command : kCommands) {
+      if (command->bench) std::cout << command_help(*command) << "\n";
+    }
+    return kExitOk;
+  }
+  const std::size_t words = args[0] == "bench" ? 2 : 1;
+  std::string name(args[0]);
+  if (words == 2) name.append(" ").append(args[1]);
+  for (const Command* command : kCommands) {
+    if (command->name == name) return run_command(*command, {args.begin() + words, args.end()});
+  }
+  return usage_error("unknown command '" + name + "'");
+}
 
 }  // namespace
 
@@ -63,7 +117,7 @@ DeviceOptions device_options() {
   DeviceOptions options;
   options.message_sink = [](MessageSeverity severity, std::string_view message) {
     if (severity == MessageSeverity::info) return;  // loader chatter, not worth a line
-    static std::mutex mutex;  // messages may come from any thread
+    static std::mutex mutex;                        // messages may come from any thread
     const char* label = severity == MessageSeverity::error ? "error" : "warning";
     std::lock_guard<std::mutex> lock(mutex);
     std::cerr << "ferry: device " << label << ": " << message << '\n';
@@ -71,43 +125,6 @@ DeviceOptions device_options() {
   return options;
 }
 
-namespace {
-
-int run(const std::vector<std::string_view>& args) {
-  if (args.empty()) {
-    std::cerr << kHelp;
-    return kExitUsage;
-  }
-  const std::string_view command = args[0];
-  const std::vector<std::string_view> rest(args.begin() + 1, args.end());
-  if (command == "--help" || command == "-h" || command == "help") {
-    std::cout << kHelp;
-    return kExitOk;
-  }
-  if (command == "--version") {
-    std::cout << "ferry " FERRY_VERSION_STRING "\n";
-    return kExitOk;
-  }
-  if (command == "info") return run_info(rest);
-  if (command == "bench") {
-    if (rest.empty()) {
-      return usage_error("'bench' needs a benchmark name: transfer, ingress or egress");
-    }
-    if (rest[0] == "--help" || rest[0] == "-h") {
-      std::cout << kBenchTransferHelp << "\n" << kBenchIngressHelp << "\n" << kBenchEgressHelp;
-      return kExitOk;
-    }
-    const std::vector<std::string_view> bench_args(rest.begin() + 1, rest.end());
-    if (rest[0] == "transfer") return run_bench_transfer(bench_args);
-    if (rest[0] == "ingress") return run_bench_ingress(bench_args);
-    if (rest[0] == "egress") return run_bench_egress(bench_args);
-    return usage_error("unknown benchmark '" + std::string(rest[0]) +
-                       "' (known: transfer, ingress, egress)");
-  }
-  return usage_error("unknown command '" + std::string(command) + "'");
-}
-
-}  // namespace
 }  // namespace ferry::cli
 
 int main(int argc, char** argv) {

@@ -6,12 +6,13 @@
 #   soak       the soak (test_soak.cpp) on cpu, vulkan and cuda for FERRY_SOAK_SECONDS (default
 #              20) each, without the validation layer (it leaks), resident memory checked flat
 #   sanitize   the conformance suite on CUDA under compute-sanitizer memcheck, racecheck, synccheck
-#   bench      ferry bench transfer, ferry bench ingress and ferry bench egress on cuda and on
-#              vulkan (tables and JSON; extra arguments from FERRY_BENCH_ARGS for transfer, e.g.
+#   bench      ferry bench transfer, ingress, egress and op (every op) on cuda and on vulkan
+#              (tables and JSON; extra arguments from FERRY_BENCH_ARGS for transfer, e.g.
 #              --quick, from FERRY_INGRESS_ARGS for ingress, e.g. --quick or --shapes
-#              64x224x224x3, and from FERRY_EGRESS_ARGS for egress, e.g. --settings copy)
+#              64x224x224x3, from FERRY_EGRESS_ARGS for egress, e.g. --settings copy, and from
+#              FERRY_OP_ARGS for the ops)
 #   bench-transfer, bench-ingress, bench-egress   one of the three only
-# Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt (with the benchmarks' target
+# Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt (with the benchmarks' "ratio"
 # lines), benchmark output beside them (few files: the device tool returns at most 8):
 # bench-<backend>.txt holds the transfer, ingress and egress tables, bench-<backend>.json the
 # transfer JSON, and bench-ingress.tar.gz bench-ingress-<backend>.txt and .json and
@@ -70,7 +71,7 @@ for s in $steps; do
           "$bin/ferry_conformance" --test-case-exclude='soak*'
       done
       ;;
-    bench|bench-transfer|bench-ingress|bench-egress)
+    bench|bench-transfer|bench-ingress|bench-egress|bench-op)
       for b in cuda vulkan; do
         if [ "$s" = bench ] || [ "$s" = bench-transfer ]; then
           step "bench-$b" "$bin/ferry" bench transfer --backend "$b" \
@@ -78,7 +79,7 @@ for s in $steps; do
           cp "$out/logs/bench-$b.log" "$out/bench-$b.txt"
         fi
         # ingress and egress: text appended to bench-<backend>.txt, text and JSON into the one
-        # tarball, target lines into the summary
+        # tarball, their "ratio" summary lines into the summary
         for kind in ingress egress; do
           [ "$s" = bench ] || [ "$s" = "bench-$kind" ] || continue
           mkdir -p "$out/pipelines"
@@ -87,9 +88,19 @@ for s in $steps; do
             --json-file "$out/pipelines/bench-$kind-$b.json" ${!args_var:-}
           cp "$out/logs/bench-$kind-$b.log" "$out/pipelines/bench-$kind-$b.txt"
           { echo; cat "$out/pipelines/bench-$kind-$b.txt"; } >>"$out/bench-$b.txt"
-          grep -E '^  target \(' "$out/pipelines/bench-$kind-$b.txt" |
-            sed "s/^  target/  $b target/" >>"$out/summary.txt"
+          grep -E '^  ratio  ' "$out/pipelines/bench-$kind-$b.txt" |
+            sed "s/^  ratio/  $b ratio/" >>"$out/summary.txt"
         done
+        # every op against a device-to-device copy: text appended, ratio lines into the summary
+        if [ "$s" = bench ] || [ "$s" = bench-op ]; then
+          # the ops, from the one op list (as cmake/FerryOps.cmake reads it)
+          for op in $(grep -oE '^  X\([a-z0-9_]+' runtime/src/ops/op_list.hpp | sed 's/.*(//'); do
+            step "bench-op-$op-$b" "$bin/ferry" bench op "$op" --backend "$b" ${FERRY_OP_ARGS:-}
+            { echo; cat "$out/logs/bench-op-$op-$b.log"; } >>"$out/bench-$b.txt"
+            grep -E '^  ratio  ' "$out/logs/bench-op-$op-$b.log" |
+              sed "s/^  ratio/  $b ratio/" >>"$out/summary.txt"
+          done
+        fi
       done
       ;;
     *) echo "unknown step $s" >&2; failed=1 ;;

@@ -2,16 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
 
 namespace ferry::cli {
 
 namespace {
-
-// Part `part` of `parts` of [0, count): contiguous, sizes differing by at most one.
-std::pair<std::size_t, std::size_t> part_range(unsigned part, unsigned parts, std::size_t count) {
-  return {count * part / parts, count * (part + 1) / parts};
-}
 
 // Image rows [begin, end) (row r is row r % height of image r / height). The channel count is a
 // template argument so that the inner loop has fixed strides and vectorizes.
@@ -42,78 +36,58 @@ void convert_rows(const HostImageBatch& shape, const std::uint8_t* src, float* d
   }
 }
 
-template <ConvertRounding kRounding>
-void convert_rows(const HostImageBatch& shape, const std::uint8_t* src, float* dst,
-                  const NormalizeFactors& factors, std::size_t begin, std::size_t end) {
-  switch (shape.channels) {
-    case 1: return convert_rows<1, kRounding>(shape, src, dst, factors, begin, end);
-    case 2: return convert_rows<2, kRounding>(shape, src, dst, factors, begin, end);
-    case 3: return convert_rows<3, kRounding>(shape, src, dst, factors, begin, end);
-    default: return convert_rows<4, kRounding>(shape, src, dst, factors, begin, end);
-  }
-}
+using ConvertRows = void (*)(const HostImageBatch&, const std::uint8_t*, float*,
+                             const NormalizeFactors&, std::size_t, std::size_t);
+// Per rounding (separate, fused) and channel count (1 to 4).
+constexpr ConvertRows kConvertRows[2][4] = {
+    {convert_rows<1, ConvertRounding::separate>, convert_rows<2, ConvertRounding::separate>,
+     convert_rows<3, ConvertRounding::separate>, convert_rows<4, ConvertRounding::separate>},
+    {convert_rows<1, ConvertRounding::fused>, convert_rows<2, ConvertRounding::fused>,
+     convert_rows<3, ConvertRounding::fused>, convert_rows<4, ConvertRounding::fused>}};
 
 }  // namespace
 
-HostThreadPool::HostThreadPool(unsigned threads) {
-  threads_ = threads != 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+HostThreadPool::HostThreadPool(unsigned threads)
+    : threads_(threads != 0 ? threads : std::max(1u, std::thread::hardware_concurrency())),
+      start_(threads_),
+      done_(threads_) {
   for (unsigned part = 1; part < threads_; ++part) {
-    workers_.emplace_back([this, part] { work(part); });
+    workers_.emplace_back([this, part] {
+      for (start_.arrive_and_wait(); body_ != nullptr; start_.arrive_and_wait()) {
+        run_part(part);
+        done_.arrive_and_wait();
+      }
+    });
   }
 }
 
 HostThreadPool::~HostThreadPool() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  for (std::thread& worker : workers_) worker.join();
+  body_ = nullptr;
+  start_.arrive_and_wait();  // the workers see no body and return
 }
 
-void HostThreadPool::work(unsigned part) {
-  std::uint64_t seen = 0;
-  std::unique_lock lock(mutex_);
-  while (true) {
-    wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-    if (stopping_) return;
-    seen = generation_;
-    const auto* body = body_;
-    const auto [begin, end] = part_range(part, size(), count_);
-    lock.unlock();
-    if (begin < end) (*body)(begin, end);
-    lock.lock();
-    if (--pending_ == 0) done_.notify_one();
-  }
+void HostThreadPool::run_part(unsigned part) const {
+  const std::size_t begin = count_ * part / threads_, end = count_ * (part + 1) / threads_;
+  if (begin < end) (*body_)(begin, end);
 }
 
 void HostThreadPool::parallel_for(std::size_t count,
                                   const std::function<void(std::size_t, std::size_t)>& body) {
-  {
-    std::lock_guard lock(mutex_);
-    body_ = &body;
-    count_ = count;
-    pending_ = static_cast<unsigned>(workers_.size());
-    ++generation_;
-  }
-  wake_.notify_all();
-  const auto [begin, end] = part_range(0, size(), count);
-  if (begin < end) body(begin, end);
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  body_ = &body;
+  count_ = count;
+  start_.arrive_and_wait();
+  run_part(0);
+  done_.arrive_and_wait();
 }
 
 void convert_nhwc_to_nchw_f32(const HostImageBatch& shape, const std::uint8_t* src, float* dst,
                               const NormalizeFactors& factors, ConvertRounding rounding,
                               HostThreadPool& pool) {
-  const std::size_t rows = std::size_t{shape.batch} * shape.height;
-  pool.parallel_for(rows, [&](std::size_t begin, std::size_t end) {
-    if (rounding == ConvertRounding::fused) {
-      convert_rows<ConvertRounding::fused>(shape, src, dst, factors, begin, end);
-    } else {
-      convert_rows<ConvertRounding::separate>(shape, src, dst, factors, begin, end);
-    }
-  });
+  const ConvertRows rows = kConvertRows[rounding == ConvertRounding::fused ? 1 : 0]
+                                       [std::clamp(shape.channels, 1u, 4u) - 1];
+  pool.parallel_for(
+      std::size_t{shape.batch} * shape.height,
+      [&](std::size_t begin, std::size_t end) { rows(shape, src, dst, factors, begin, end); });
 }
 
 }  // namespace ferry::cli

@@ -4,11 +4,10 @@
 // every path against.
 #pragma once
 
-#include <condition_variable>
+#include <barrier>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -23,8 +22,6 @@ class HostThreadPool {
   // threads: how many take part, the caller included (0: std::thread::hardware_concurrency()).
   explicit HostThreadPool(unsigned threads = 0);
   ~HostThreadPool();
-  HostThreadPool(const HostThreadPool&) = delete;
-  HostThreadPool& operator=(const HostThreadPool&) = delete;
 
   unsigned size() const { return threads_; }
   // Calls body(begin, end) on one contiguous part of [0, count) per thread (the caller runs the
@@ -32,18 +29,13 @@ class HostThreadPool {
   void parallel_for(std::size_t count, const std::function<void(std::size_t, std::size_t)>& body);
 
  private:
-  void work(unsigned part);
+  void run_part(unsigned part) const;
 
-  unsigned threads_ = 1;
-  std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  const std::function<void(std::size_t, std::size_t)>* body_ = nullptr;
+  unsigned threads_;
+  std::barrier<> start_, done_;  // every thread meets at both, once per call
+  const std::function<void(std::size_t, std::size_t)>* body_ = nullptr;  // null: stop
   std::size_t count_ = 0;
-  std::uint64_t generation_ = 0;
-  unsigned pending_ = 0;
-  bool stopping_ = false;
+  std::vector<std::jthread> workers_;  // last: joined before the barriers go
 };
 
 // A tightly packed uint8 NHWC batch.

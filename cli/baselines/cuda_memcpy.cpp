@@ -5,171 +5,232 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
+#include <cmath>
 #include <cstring>
-#include <functional>
 #include <vector>
 
 namespace ferry::cli {
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
+Status cuda_status(const char* call, cudaError_t error) {
+  if (error == cudaSuccess) return ok_status();
+  return Status(ErrorCode::backend_error, std::string(call) + ": " + cudaGetErrorName(error) +
+                                              " (" + cudaGetErrorString(error) + ")");
+}
 
-// Median seconds of `body` repeated for about min_time_ms after one warm-up run.
-double median_seconds(const std::function<bool()>& body, double min_time_ms) {
-  if (!body()) return 0;
-  std::vector<double> samples;
-  const auto start = Clock::now();
-  do {
-    const auto t0 = Clock::now();
-    if (!body()) return 0;
-    samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  } while (std::chrono::duration<double, std::milli>(Clock::now() - start).count() < min_time_ms ||
-           samples.size() < 3);
-  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return samples[samples.size() / 2];
+Status sync(cudaStream_t stream) {
+  return cuda_status("cudaStreamSynchronize", cudaStreamSynchronize(stream));
+}
+
+// The CUDA memory (pinned buffers filled) and streams of one baseline, on device `index`, freed
+// whatever happens.
+struct CudaResources {
+  std::vector<void*> device, pinned;
+  std::vector<cudaStream_t> streams;
+  ~CudaResources() {
+    for (cudaStream_t stream : streams) {
+      if (stream != nullptr) cudaStreamDestroy(stream);
+    }
+    for (void* memory : pinned) cudaFreeHost(memory);
+    for (void* memory : device) cudaFree(memory);
+  }
+  Status create(int index, std::size_t bytes, int devices, int pinned_buffers, int stream_count) {
+    int count = 0;
+    FERRY_RETURN_IF_ERROR(cuda_status("cudaGetDeviceCount", cudaGetDeviceCount(&count)));
+    FERRY_RETURN_IF_ERROR(cuda_status(
+        "cudaSetDevice", index < count ? cudaSetDevice(index) : cudaErrorInvalidDevice));
+    for (int i = 0; i < devices; ++i)
+      FERRY_RETURN_IF_ERROR(cuda_status("cudaMalloc", cudaMalloc(&device.emplace_back(), bytes)));
+    for (int i = 0; i < pinned_buffers; ++i) {
+      FERRY_RETURN_IF_ERROR(cuda_status(
+          "cudaHostAlloc", cudaHostAlloc(&pinned.emplace_back(), bytes, cudaHostAllocDefault)));
+      std::memset(pinned.back(), 0x33 + i, bytes);
+    }
+    for (int i = 0; i < stream_count; ++i) {
+      FERRY_RETURN_IF_ERROR(
+          cuda_status("cudaStreamCreateWithFlags",
+                      cudaStreamCreateWithFlags(&streams.emplace_back(), cudaStreamNonBlocking)));
+    }
+    return ok_status();
+  }
+};
+
+// The median seconds of `body` through the benches' timing loop.
+Result<double> median_seconds(const std::function<Status()>& body, const RepeatSettings& settings) {
+  FERRY_ASSIGN_OR_RETURN(Timing timing,
+                         repeat(settings, [&](std::uint64_t) { return wall_time(body); }));
+  return timing.median_seconds;
+}
+
+// `out` with available set from `status`, or why not.
+template <typename Baseline>
+Baseline with_status(Baseline out, const Status& status) {
+  out.available = status.ok();
+  if (!status.ok()) out.reason = status.message();
+  return out;
 }
 
 }  // namespace
 
-CudaMemcpyBaseline measure_cuda_memcpy(int device, std::uint64_t bytes, double min_time_ms) {
+CudaMemcpyBaseline measure_cuda_memcpy(int device, std::uint64_t bytes,
+                                       const RepeatSettings& settings) {
   CudaMemcpyBaseline out;
-  auto fail = [&](const char* call, cudaError_t error) {
-    out.available = false;
-    out.reason = std::string(call) + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")";
-    return out;
-  };
-  int count = 0;
-  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) return fail("cudaGetDeviceCount", e);
-  if (device >= count) return fail("cudaSetDevice", cudaErrorInvalidDevice);
-  if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return fail("cudaSetDevice", e);
-
   const auto n = static_cast<std::size_t>(bytes);
-  void* dev_a = nullptr;
-  void* dev_b = nullptr;
-  void* pinned_a = nullptr;
-  void* pinned_b = nullptr;
-  cudaStream_t up = nullptr;
-  cudaStream_t down = nullptr;
   std::vector<unsigned char> pageable(n, 0x5a);  // touched: no first-touch faults in the timing
-  cudaError_t error = cudaMalloc(&dev_a, n);
-  if (error == cudaSuccess) error = cudaMalloc(&dev_b, n);
-  if (error == cudaSuccess) error = cudaHostAlloc(&pinned_a, n, cudaHostAllocDefault);
-  if (error == cudaSuccess) error = cudaHostAlloc(&pinned_b, n, cudaHostAllocDefault);
-  if (error == cudaSuccess) error = cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking);
-  if (error == cudaSuccess) error = cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking);
-  if (error == cudaSuccess) {
-    std::memset(pinned_a, 0x33, n);
-    std::memset(pinned_b, 0x44, n);
-    bool ok = true;
-    auto check = [&](cudaError_t e) {
-      if (e != cudaSuccess && ok) {
-        ok = false;
-        error = e;
-      }
-      return ok;
+  CudaResources cuda;
+  const Status status = [&]() -> Status {
+    FERRY_RETURN_IF_ERROR(cuda.create(device, n, 2, 2, 2));
+    void *dev_a = cuda.device[0], *dev_b = cuda.device[1];
+    cudaStream_t up = cuda.streams[0], down = cuda.streams[1];
+    // Pinned copies, each on its own stream, waited for or not (both directions at once).
+    auto h2d = [&](bool wait) -> Status {
+      FERRY_RETURN_IF_ERROR(
+          cuda_status("cudaMemcpyAsync",
+                      cudaMemcpyAsync(dev_a, cuda.pinned[0], n, cudaMemcpyHostToDevice, up)));
+      return wait ? sync(up) : ok_status();
     };
-    const double gb = static_cast<double>(bytes) / 1e9;
-    auto gbps = [&](double seconds) { return seconds > 0 && ok ? gb / seconds : 0.0; };
-    out.h2d_pinned = gbps(median_seconds([&] {
-      return check(cudaMemcpyAsync(dev_a, pinned_a, n, cudaMemcpyHostToDevice, up)) &&
-             check(cudaStreamSynchronize(up));
-    }, min_time_ms));
-    out.d2h_pinned = gbps(median_seconds([&] {
-      return check(cudaMemcpyAsync(pinned_b, dev_b, n, cudaMemcpyDeviceToHost, down)) &&
-             check(cudaStreamSynchronize(down));
-    }, min_time_ms));
-    out.h2d_pageable = gbps(median_seconds([&] {
-      return check(cudaMemcpy(dev_a, pageable.data(), n, cudaMemcpyHostToDevice));
-    }, min_time_ms));
-    out.d2h_pageable = gbps(median_seconds([&] {
-      return check(cudaMemcpy(pageable.data(), dev_b, n, cudaMemcpyDeviceToHost));
-    }, min_time_ms));
-    out.both_pinned = 2 * gbps(median_seconds([&] {
-      return check(cudaMemcpyAsync(dev_a, pinned_a, n, cudaMemcpyHostToDevice, up)) &&
-             check(cudaMemcpyAsync(pinned_b, dev_b, n, cudaMemcpyDeviceToHost, down)) &&
-             check(cudaStreamSynchronize(up)) && check(cudaStreamSynchronize(down));
-    }, min_time_ms));
-    out.available = ok;
-  }
-  if (error != cudaSuccess) fail("CUDA baseline", error);
-  if (up != nullptr) cudaStreamDestroy(up);
-  if (down != nullptr) cudaStreamDestroy(down);
-  cudaFreeHost(pinned_a);
-  cudaFreeHost(pinned_b);
-  cudaFree(dev_a);
-  cudaFree(dev_b);
-  return out;
+    auto d2h = [&](bool wait) -> Status {
+      FERRY_RETURN_IF_ERROR(cuda_status(
+          "cudaMemcpyAsync",
+          cudaMemcpyAsync(cuda.pinned[1], dev_b, n, cudaMemcpyDeviceToHost, down)));
+      return wait ? sync(down) : ok_status();
+    };
+    auto pageable_copy = [&](void* dst, const void* src, cudaMemcpyKind kind) {
+      return cuda_status("cudaMemcpy", cudaMemcpy(dst, src, n, kind));
+    };
+    const std::pair<double*, std::function<Status()>> copies[] = {
+        {&out.pinned[0], [&] { return h2d(true); }},
+        {&out.pinned[1], [&] { return d2h(true); }},
+        {&out.pageable[0],
+         [&] { return pageable_copy(dev_a, pageable.data(), cudaMemcpyHostToDevice); }},
+        {&out.pageable[1],
+         [&] { return pageable_copy(pageable.data(), dev_b, cudaMemcpyDeviceToHost); }},
+        {&out.both_pinned, [&]() -> Status {  // H2D and D2H at once
+           FERRY_RETURN_IF_ERROR(h2d(false));
+           FERRY_RETURN_IF_ERROR(d2h(false));
+           FERRY_RETURN_IF_ERROR(sync(up));
+           return sync(down);
+         }}};
+    for (const auto& [gbps, copy] : copies) {
+      FERRY_ASSIGN_OR_RETURN(const double seconds, median_seconds(copy, settings));
+      *gbps = static_cast<double>(bytes) / seconds / 1e9;
+    }
+    out.both_pinned *= 2;  // both directions' bytes
+    return ok_status();
+  }();
+  return with_status(std::move(out), status);
 }
 
 CudaCopyBaseline measure_cuda_memcpy_d2d(int device, std::uint64_t bytes, std::uint32_t commands,
-                                         double min_time_ms) {
+                                         const RepeatSettings& settings) {
   CudaCopyBaseline out;
-  auto fail = [&](const char* call, cudaError_t error) {
-    out.available = false;
-    out.reason = std::string(call) + ": " + cudaGetErrorName(error) + " (" +
-                 cudaGetErrorString(error) + ")";
-    return out;
-  };
-  int count = 0;
-  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
-    return fail("cudaGetDeviceCount", e);
-  }
-  if (device >= count) return fail("cudaSetDevice", cudaErrorInvalidDevice);
-  if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return fail("cudaSetDevice", e);
-
   const auto n = static_cast<std::size_t>(bytes);
-  void* src = nullptr;
-  void* dst = nullptr;
-  cudaStream_t stream = nullptr;
-  cudaError_t error = cudaMalloc(&src, n);
-  if (error == cudaSuccess) error = cudaMalloc(&dst, n);
-  if (error == cudaSuccess) error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  if (error == cudaSuccess) error = cudaMemsetAsync(src, 0x5a, n, stream);
-  if (error == cudaSuccess) error = cudaStreamSynchronize(stream);
-  if (error == cudaSuccess) {
-    bool ok = true;
-    auto check = [&](cudaError_t e) {
-      if (e != cudaSuccess && ok) {
-        ok = false;
-        error = e;
-      }
-      return ok;
-    };
-    const double seconds = median_seconds([&] {
+  CudaResources cuda;
+  const Status status = [&]() -> Status {
+    FERRY_RETURN_IF_ERROR(cuda.create(device, n, 2, 0, 1));
+    cudaStream_t stream = cuda.streams[0];
+    FERRY_RETURN_IF_ERROR(
+        cuda_status("cudaMemsetAsync", cudaMemsetAsync(cuda.device[0], 0x5a, n, stream)));
+    FERRY_RETURN_IF_ERROR(sync(stream));
+    auto copies = [&]() -> Status {
       for (std::uint32_t k = 0; k < commands; ++k) {
-        if (!check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream))) return false;
+        FERRY_RETURN_IF_ERROR(
+            cuda_status("cudaMemcpyAsync", cudaMemcpyAsync(cuda.device[1], cuda.device[0], n,
+                                                           cudaMemcpyDeviceToDevice, stream)));
       }
-      return check(cudaStreamSynchronize(stream));
-    }, min_time_ms);
-    if (ok && seconds > 0) {
-      out.gbps = 2.0 * static_cast<double>(bytes) * commands / seconds / 1e9;
-      out.available = true;
+      return sync(stream);
+    };
+    FERRY_ASSIGN_OR_RETURN(const double seconds, median_seconds(copies, settings));
+    out.gbps = 2.0 * static_cast<double>(bytes) * commands / seconds / 1e9;
+    return ok_status();
+  }();
+  return with_status(std::move(out), status);
+}
+
+CudaNaiveEgress measure_cuda_naive_egress(int device, std::uint64_t bytes, double compute_ms,
+                                          std::uint32_t warmup, std::uint32_t steps,
+                                          const CudaNaiveHostWork& host_work) {
+  CudaNaiveEgress out;
+  const auto n = static_cast<std::size_t>(bytes);
+  std::vector<std::byte> pageable(n, std::byte{0x5a});  // touched: no first-touch faults timed
+  CudaResources cuda;
+  // `count` memsets of the output, the last one writing `last`, the others its complement.
+  auto memsets = [&](std::uint32_t count, unsigned char last) -> Status {
+    for (std::uint32_t k = 0; k < count; ++k) {
+      FERRY_RETURN_IF_ERROR(cuda_status(
+          "cudaMemsetAsync", cudaMemsetAsync(cuda.device[0], k + 1 == count ? last : last ^ 0xFF, n,
+                                             cuda.streams[0])));
     }
-  }
-  if (error != cudaSuccess) fail("CUDA device-to-device baseline", error);
-  if (stream != nullptr) cudaStreamDestroy(stream);
-  cudaFree(src);
-  cudaFree(dst);
-  return out;
+    return ok_status();
+  };
+  const Status status = [&]() -> Status {
+    FERRY_RETURN_IF_ERROR(cuda.create(device, n, 1, 0, 1));
+    // Calibration: the median of three lists of memsets after a warm-up list.
+    constexpr std::uint32_t kPerList = 4;
+    FERRY_ASSIGN_OR_RETURN(Timing list, repeat(exactly(1, 3), [&](std::uint64_t) {
+                             return wall_time([&]() -> Status {
+                               FERRY_RETURN_IF_ERROR(memsets(kPerList, 0));
+                               return sync(cuda.streams[0]);
+                             });
+                           }));
+    out.memsets = static_cast<std::uint32_t>(std::clamp(
+        std::lround(compute_ms / 1e3 / (list.median_seconds / kPerList)), 1L, 1'000'000L));
+    // The memsets of a step alone, back to back.
+    FERRY_ASSIGN_OR_RETURN(
+        Timing alone,
+        repeat_steps(exactly(0, std::max<std::uint32_t>(steps, 1)),
+                     [&](std::uint64_t) { return memsets(out.memsets, 0); }, {},
+                     [&] { return sync(cuda.streams[0]); }));
+    out.compute_seconds = alone.window_per_rep();
+    // The naive loop; a distinct byte per step.
+    FERRY_ASSIGN_OR_RETURN(
+        Timing timing, repeat_steps(exactly(warmup, steps), [&](std::uint64_t step) -> Status {
+          const auto value = static_cast<unsigned char>(step * 0x9Eu + 0x37u);
+          FERRY_RETURN_IF_ERROR(memsets(out.memsets, value));
+          FERRY_RETURN_IF_ERROR(sync(cuda.streams[0]));
+          FERRY_RETURN_IF_ERROR(
+              cuda_status("cudaMemcpy",
+                          cudaMemcpy(pageable.data(), cuda.device[0], n, cudaMemcpyDeviceToHost)));
+          out.host_error = host_work(step, pageable, std::uint32_t{value} * 0x01010101u);
+          return out.host_error.ok() ? ok_status()
+                                     : Status(ErrorCode::internal, "host work failed");
+        }));
+    out.steps = timing.reps;
+    out.seconds = timing.window_seconds;
+    return ok_status();
+  }();
+  return with_status(std::move(out), status);
 }
 
 }  // namespace ferry::cli
 
-#else
+#else  // without the CUDA backend: no baseline
 
 namespace ferry::cli {
 
-CudaMemcpyBaseline measure_cuda_memcpy(int, std::uint64_t, double) {
-  CudaMemcpyBaseline out;
+namespace {
+
+template <typename Baseline>
+Baseline unavailable() {
+  Baseline out;
   out.reason = "this ferry was built without the CUDA backend";
   return out;
 }
 
-CudaCopyBaseline measure_cuda_memcpy_d2d(int, std::uint64_t, std::uint32_t, double) {
-  CudaCopyBaseline out;
-  out.reason = "this ferry was built without the CUDA backend";
-  return out;
+}  // namespace
+
+CudaMemcpyBaseline measure_cuda_memcpy(int, std::uint64_t, const RepeatSettings&) {
+  return unavailable<CudaMemcpyBaseline>();
+}
+
+CudaCopyBaseline measure_cuda_memcpy_d2d(int, std::uint64_t, std::uint32_t, const RepeatSettings&) {
+  return unavailable<CudaCopyBaseline>();
+}
+
+CudaNaiveEgress measure_cuda_naive_egress(int, std::uint64_t, double, std::uint32_t, std::uint32_t,
+                                          const CudaNaiveHostWork&) {
+  return unavailable<CudaNaiveEgress>();
 }
 
 }  // namespace ferry::cli

@@ -1,0 +1,280 @@
+#include "options.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+#include "report.hpp"
+
+namespace ferry::cli {
+
+namespace {
+
+constexpr OptionSpec kBenchOptionList[] = {
+    {.name = "--backend", .kind = OptionKind::choice, .metavar = "NAME",
+     .help = "auto (the first available of cuda, vulkan and cpu), cpu, vulkan or cuda",
+     .fallback = "auto", .choices = "auto,cpu,vulkan,cuda"},
+    {.name = "--device", .kind = OptionKind::count, .metavar = "N",
+     .help = "device index within the backend", .fallback = "0", .max = 1024},
+    {.name = "--quick", .help = "a short smoke run: the --quick defaults above"},
+    {.name = "--json", .help = "JSON on stdout instead of the tables"},
+    {.name = "--json-file", .kind = OptionKind::text, .metavar = "PATH",
+     .help = "also write the JSON to PATH"},
+};
+
+template <typename T>
+Parsed<T> fail(std::string message) {
+  return {std::nullopt, std::move(message)};
+}
+
+// `parsed` as another type of value (a variant holding it, say), or its error.
+template <typename To, typename From>
+Parsed<To> as(Parsed<From> parsed) {
+  if (!parsed.value) return fail<To>(std::move(parsed.error));
+  return {To(std::move(*parsed.value)), {}};
+}
+
+std::string quoted(std::string_view text) {
+  std::string out = "'";  // appended piecewise: GCC 12 -O3 warns about "'" + string
+  return out.append(text).append("'");
+}
+
+Parsed<std::uint64_t> parse_count(std::string_view text) {
+  std::uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error == std::errc::result_out_of_range)
+    return fail<std::uint64_t>("number too large: " + quoted(text));
+  if (text.empty() || error != std::errc() || end != text.data() + text.size())
+    return fail<std::uint64_t>("expected a number, got " + quoted(text));
+  return {value, {}};
+}
+
+Parsed<std::uint64_t> parse_size(std::string_view text) {
+  const std::size_t digits = std::min(text.find_first_not_of("0123456789"), text.size());
+  std::string suffix(text.substr(digits));
+  for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  int shift = suffix.empty() || suffix == "b" ? 0 : -1;
+  for (const auto& [unit, bits] : {std::pair{"k", 10}, {"m", 20}, {"g", 30}}) {
+    if (suffix == unit || suffix == std::string(unit) + "b" || suffix == std::string(unit) + "ib")
+      shift = bits;
+  }
+  Parsed<std::uint64_t> number = parse_count(text.substr(0, digits));
+  if (shift < 0 || !number.value)
+    return fail<std::uint64_t>("bad size " + quoted(text) +
+                               " (a number with an optional K, M or G suffix)");
+  if (*number.value == 0 || *number.value > (UINT64_MAX >> shift))
+    return fail<std::uint64_t>("size out of range: " + quoted(text));
+  return {*number.value << shift, {}};
+}
+
+// Each comma-separated item through `one`; the first error wins.
+template <typename T, typename One>
+Parsed<std::vector<T>> parse_list(std::string_view text, One one) {
+  std::vector<T> items;
+  for (const std::string& item : split_list(text)) {
+    Parsed<T> parsed = one(item);
+    if (!parsed.value) return fail<std::vector<T>>(parsed.error);
+    items.push_back(std::move(*parsed.value));
+  }
+  return {std::move(items), {}};
+}
+
+// DxDx..., each dimension 1 to 2^30; `rank` of them (0: any number); channels (a 4th
+// dimension) 1 to 4.
+Parsed<std::vector<std::uint32_t>> parse_dims(std::string_view text, std::size_t rank = 0) {
+  std::vector<std::uint32_t> dims;
+  for (std::string_view rest = text;;) {
+    const std::size_t x = rest.find('x');
+    Parsed<std::uint64_t> dim = parse_count(rest.substr(0, x));
+    if (!dim.value || *dim.value == 0 || *dim.value > (1u << 30))
+      return fail<std::vector<std::uint32_t>>("bad shape " + quoted(text) +
+                                              " (dimensions 1 to 2^30, e.g. 64x224x224x3)");
+    dims.push_back(static_cast<std::uint32_t>(*dim.value));
+    if (x == std::string_view::npos) break;
+    rest.remove_prefix(x + 1);
+  }
+  if (rank != 0 && (dims.size() != rank || dims[3] > 4))
+    return fail<std::vector<std::uint32_t>>("bad shape " + quoted(text) +
+                                            " (NxHxWxC with 1 to 4 channels, e.g. 64x224x224x3)");
+  return {std::move(dims), {}};
+}
+
+Parsed<BatchShape> parse_shape(std::string_view text) {
+  Parsed<std::vector<std::uint32_t>> d = parse_dims(text, 4);
+  if (!d.value) return fail<BatchShape>(d.error);
+  return {BatchShape{(*d.value)[0], (*d.value)[1], (*d.value)[2], (*d.value)[3]}, {}};
+}
+
+Parsed<double> parse_millis(std::string_view text) {
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || !(value >= 0 && value <= 3.6e6))
+    return fail<double>("expected milliseconds (a number >= 0), got " + quoted(text));
+  return {value, {}};
+}
+
+// `text` as the value of `spec`, or why it is not one.
+Parsed<Options::Value> parse_value(const OptionSpec& spec, std::string_view text) {
+  using Value = Options::Value;
+  switch (spec.kind) {
+    case OptionKind::count:
+    case OptionKind::size: {
+      const bool bytes = spec.kind == OptionKind::size;
+      const Parsed<std::uint64_t> value = bytes ? parse_size(text) : parse_count(text);
+      if (!value.value) return fail<Value>(value.error);
+      auto show = [&](std::uint64_t v) { return bytes ? format_bytes(v) : std::to_string(v); };
+      if (*value.value < spec.min || *value.value > spec.max)
+        return fail<Value>("must be " + show(spec.min) + " to " + show(spec.max));
+      if (*value.value % spec.multiple != 0)
+        return fail<Value>("must be a multiple of " + std::to_string(spec.multiple));
+      return {*value.value, {}};
+    }
+    case OptionKind::choice:
+    case OptionKind::choices: {
+      const std::vector<std::string> known = split_list(spec.choices);
+      for (const std::string& item : spec.kind == OptionKind::choice
+                                         ? std::vector{std::string(text)}
+                                         : split_list(text)) {
+        if (std::find(known.begin(), known.end(), item) == known.end())
+          return fail<Value>("unknown value " + quoted(item) + " (one of " +
+                             std::string(spec.choices) + ")");
+      }
+      return {std::string(text), {}};
+    }
+    case OptionKind::sizes:
+      return as<Value>(parse_list<std::uint64_t>(text, parse_size));
+    case OptionKind::shapes:
+      return as<Value>(parse_list<BatchShape>(text, parse_shape));
+    case OptionKind::dims:
+      return as<Value>(parse_dims(text));
+    case OptionKind::millis:
+      return as<Value>(parse_millis(text));
+    case OptionKind::op_sizes:
+      return as<Value>(parse_op_sizes(text));
+    case OptionKind::text:
+      if (text.empty()) return fail<Value>("needs a value");
+      return {std::string(text), {}};
+    case OptionKind::flag:
+      break;
+  }
+  return {Value(), {}};
+}
+
+}  // namespace
+
+const std::span<const OptionSpec> kBenchOptions = kBenchOptionList;
+
+std::string to_string(const BatchShape& shape) {
+  return std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x" +
+         std::to_string(shape[2]) + "x" + std::to_string(shape[3]);
+}
+
+std::vector<std::string> split_list(std::string_view text) {
+  std::vector<std::string> items;
+  for (;;) {
+    const std::size_t comma = text.find(',');
+    items.emplace_back(text.substr(0, comma));
+    if (comma == std::string_view::npos) return items;
+    text.remove_prefix(comma + 1);
+  }
+}
+
+Parsed<std::vector<OpSize>> parse_op_sizes(std::string_view text) {
+  return parse_list<OpSize>(text, [](std::string_view item) -> Parsed<OpSize> {
+    if (item.find('x') == std::string_view::npos) {
+      Parsed<std::uint64_t> bytes = parse_size(item);
+      if (!bytes.value) return fail<OpSize>(bytes.error);
+      return {OpSize{*bytes.value, std::nullopt}, {}};
+    }
+    Parsed<BatchShape> shape = parse_shape(item);
+    if (!shape.value) return fail<OpSize>(shape.error);
+    const BatchShape& s = *shape.value;
+    return {OpSize{std::uint64_t{s[0]} * s[1] * s[2] * s[3], s}, {}};
+  });
+}
+
+Parsed<Options> Options::parse(std::string_view command, const std::vector<std::string_view>& args,
+                               const OptionTables& tables) {
+  Options options;
+  std::map<std::string, const OptionSpec*, std::less<>> specs;
+  for (std::span<const OptionSpec> table : tables) {
+    for (const OptionSpec& spec : table) specs[std::string(spec.name)] = &spec;
+  }
+  const std::string prefix = std::string(command) + ": ";
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      options.help_ = true;
+      return {std::move(options), {}};
+    }
+    if (!arg.starts_with("--")) {
+      options.operands_.emplace_back(arg);
+      continue;
+    }
+    const std::size_t eq = arg.find('=');
+    const std::string name(arg.substr(0, eq));
+    const auto spec = specs.find(name);
+    if (spec == specs.end()) return fail<Options>(prefix + "unknown option " + quoted(name));
+    std::string_view value;
+    if (spec->second->kind == OptionKind::flag) {
+      if (eq != std::string_view::npos)
+        return fail<Options>(prefix + quoted(name) + " takes no value");
+    } else if (eq != std::string_view::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return fail<Options>(prefix + quoted(name) + " needs a value");
+    }
+    Parsed<Value> parsed = parse_value(*spec->second, value);
+    if (!parsed.value) return fail<Options>(prefix + name + ": " + parsed.error);
+    options.given_.insert(name);
+    options.texts_[name] = std::string(value);
+    options.values_[name] = std::move(*parsed.value);
+  }
+  for (const auto& [name, spec] : specs) {
+    if (!spec->excludes.empty() && options.given(name) && options.given(spec->excludes)) {
+      return fail<Options>(prefix + name + " and " + std::string(spec->excludes) +
+                           " exclude each other");
+    }
+    // Defaults take the same path as given values; a bad one is this program's bug.
+    for (std::string_view fallback : {spec->fallback, spec->quick}) {
+      if (const auto parsed = parse_value(*spec, fallback); !fallback.empty() && !parsed.value)
+        return fail<Options>("internal: bad default of " + name + ": " + parsed.error);
+    }
+    const bool quick = options.flag("--quick") && !spec->quick.empty();
+    const std::string_view fallback = quick ? spec->quick : spec->fallback;
+    if (options.given(name) || fallback.empty()) continue;
+    options.texts_[name] = std::string(fallback);
+    options.values_[name] = *parse_value(*spec, fallback).value;
+  }
+  return {std::move(options), {}};
+}
+
+std::string Options::text(std::string_view name) const {
+  const auto found = texts_.find(name);
+  return found == texts_.end() ? std::string() : found->second;
+}
+
+std::string options_help(const OptionTables& tables) {
+  std::string help;
+  const char* heading = "Options:\n";
+  for (std::span<const OptionSpec> table : tables) {
+    help += heading;
+    heading = "\nOptions of every bench:\n";
+    for (const OptionSpec& spec : table) {
+      std::string text(spec.help);
+      if (!spec.fallback.empty()) text.append(" (default ").append(spec.fallback);
+      if (!spec.quick.empty())
+        text.append(spec.fallback.empty() ? " (" : "; ").append("--quick: ").append(spec.quick);
+      if (!spec.fallback.empty() || !spec.quick.empty()) text += ")";
+      if (!spec.excludes.empty()) text.append("; not with ").append(spec.excludes);
+      std::string name = "  " + std::string(spec.name);
+      if (!spec.metavar.empty()) name.append(" ").append(spec.metavar);
+      help += wrap_text(name, text, 24);
+    }
+  }
+  return help;
+}
+
+}  // namespace ferry::cli

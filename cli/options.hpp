@@ -1,0 +1,117 @@
+// The option table of the `ferry` commands. Each option is declared once (name, kind of value,
+// default as it would be typed, help text); parsing, validation and the --help text are
+// generated from the declarations, and defaults go through the same parser as given values.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace ferry::cli {
+
+enum class OptionKind : std::uint8_t {
+  flag,      // no value
+  count,     // a decimal integer in [min, max]
+  size,      // bytes, 65536 or 64K / 1M / 1G (binary), in [min, max], a multiple of `multiple`
+  sizes,     // comma-separated sizes
+  shapes,    // comma-separated image batch shapes NxHxWxC, channels 1 to 4
+  dims,      // one shape of any rank, DxDx...
+  millis,    // a decimal number of milliseconds >= 0
+  choice,    // one of `choices`
+  choices,   // a comma-separated subset of `choices`
+  text,      // any non-empty text (a path)
+  op_sizes,  // comma-separated sizes or NxHxWxC shapes
+};
+
+struct OptionSpec {
+  std::string_view name = {};  // "--sizes"
+  OptionKind kind = OptionKind::flag;
+  std::string_view metavar = {};  // "LIST" in the help; empty for flags
+  std::string_view help = {};
+  std::string_view fallback = {};  // the default, as typed; empty: none (the command decides)
+  std::string_view quick = {};     // the default under --quick, when it differs
+  std::uint64_t min = 0;           // count and size
+  std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t multiple = 1;      // size
+  std::string_view choices = {};   // choice and choices: "auto,cpu,vulkan,cuda"
+  std::string_view excludes = {};  // an option that may not be given with this one
+};
+
+// The options every `ferry bench` command takes: --backend, --device, --quick, --json,
+// --json-file.
+extern const std::span<const OptionSpec> kBenchOptions;
+
+// Either a value or the message of a usage error.
+template <typename T>
+struct Parsed {
+  std::optional<T> value;
+  std::string error;  // set when value is empty
+};
+
+// An image batch shape NxHxWxC (batch, height, width, channels), e.g. 64x224x224x3.
+using BatchShape = std::array<std::uint32_t, 4>;
+std::string to_string(const BatchShape& shape);  // "64x224x224x3"
+// An op's input size: bytes, or an image batch shape (bytes: its uint8 size).
+struct OpSize {
+  std::uint64_t bytes = 0;
+  std::optional<BatchShape> shape;
+};
+Parsed<std::vector<OpSize>> parse_op_sizes(std::string_view text);
+std::vector<std::string> split_list(std::string_view text);  // at commas
+
+using OptionTables = std::vector<std::span<const OptionSpec>>;
+
+// The parsed command line of one command. Getters take an option's name and return the given
+// value, else its --quick default (under --quick), else its default; zero or empty when none.
+class Options {
+ public:
+  // A usage error names the command (`command`, e.g. "bench transfer").
+  static Parsed<Options> parse(std::string_view command, const std::vector<std::string_view>& args,
+                               const OptionTables& tables);
+
+  bool help() const { return help_; }
+  bool given(std::string_view name) const { return given_.contains(name); }
+  bool flag(std::string_view name) const { return given(name); }
+  std::uint64_t number(std::string_view name) const { return get<std::uint64_t>(name); }
+  double millis(std::string_view name) const { return get<double>(name); }
+  std::string text(std::string_view name) const;  // as typed (or the default)
+  std::vector<std::string> list(std::string_view name) const { return split_list(text(name)); }
+  auto sizes(std::string_view name) const { return get<std::vector<std::uint64_t>>(name); }
+  auto shapes(std::string_view name) const { return get<std::vector<BatchShape>>(name); }
+  auto dims(std::string_view name) const { return get<std::vector<std::uint32_t>>(name); }
+  auto op_sizes(std::string_view name) const { return get<std::vector<OpSize>>(name); }
+  // Arguments that are not options (`ferry bench op NAME`).
+  const std::vector<std::string>& operands() const { return operands_; }
+
+  // A parsed value: a count or size, milliseconds, text, or a list.
+  using Value = std::variant<std::monostate, std::uint64_t, double, std::string,
+                             std::vector<std::uint64_t>, std::vector<BatchShape>,
+                             std::vector<std::uint32_t>, std::vector<OpSize>>;
+
+ private:
+  template <typename T>
+  T get(std::string_view name) const {
+    const auto found = values_.find(name);
+    const T* value = found == values_.end() ? nullptr : std::get_if<T>(&found->second);
+    return value != nullptr ? *value : T{};
+  }
+
+  std::set<std::string, std::less<>> given_;
+  std::map<std::string, std::string, std::less<>> texts_;  // given or default, as typed
+  std::map<std::string, Value, std::less<>> values_;
+  std::vector<std::string> operands_;
+  bool help_ = false;
+};
+
+// The "Options:" part of a command's --help, wrapped to 100 columns.
+std::string options_help(const OptionTables& tables);
+
+}  // namespace ferry::cli

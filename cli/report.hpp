@@ -1,0 +1,94 @@
+// The result tree every command fills, and its two renderings: aligned text tables for people,
+// JSON for machines. Commands say what they measured; how it is shown is decided here only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <initializer_list>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace ferry::cli {
+
+// How a value reads. Each unit has one text format (the unit itself is in the column header,
+// or follows a field's value) and one JSON form (the number as measured): flag "yes"/"no", bytes
+// "64 KiB" (a byte count in JSON), gbps 1e9 bytes per second, number a rate or other plain
+// number (batches/s), ratio "1.23x", percent a fraction shown as "95.6%".
+enum class Unit : std::uint8_t {
+  text, count, flag, bytes, gbps, ms, us, seconds, number, ratio, percent
+};
+
+// Empty (a blank cell, left out of JSON), text, a count or flag, or a measured number (NaN: not
+// measured, "-" in text, null in JSON).
+using Value = std::variant<std::monostate, std::string, std::uint64_t, bool, double>;
+
+struct Column {
+  std::string header = {};  // "pool/direct"
+  std::string key = {};     // "pool_over_direct"
+  Unit unit = Unit::text;
+  bool json_only = false;  // raw figures the text leaves out (seconds, repetitions)
+  bool group = false;      // text: printed only where it changes from the row above
+};
+
+struct Field {
+  std::string label = {};  // text: "per-transfer CPU overhead"
+  std::string key = {};    // JSON: "submit_overhead_us"
+  Value value = {};
+  Unit unit = Unit::text;
+  bool json_only = false;
+};
+
+// A titled part of a report: fields (label and value lines), a table, notes under them.
+struct Section {
+  std::string title = {};
+  std::string key = {};  // the JSON member under "sections"
+  std::vector<Field> fields = {};
+  std::vector<Column> columns = {};
+  std::vector<std::vector<Value>> rows = {};  // one Value per column
+  std::vector<std::string> notes = {};
+  bool json_only = false;
+
+  void add_row(std::vector<Value> row) { rows.push_back(std::move(row)); }
+};
+
+struct Report {
+  std::string tool = {};              // "ferry bench transfer"
+  std::vector<Field> header = {};     // date, command, device, settings, method
+  std::deque<Section> sections = {};  // a deque: add_section() keeps earlier references valid
+  // Lines "  ratio  <subject>  <text>" under "Summary": the run's key ratios, one greppable
+  // prefix for scripts (scripts/device-run.sh copies them into its summary).
+  std::vector<std::pair<std::string, std::string>> summary = {};
+
+  Section& add_section(std::string title, std::string key) {
+    sections.push_back({std::move(title), std::move(key), {}, {}, {}, {}, false});
+    return sections.back();
+  }
+  // The header's "method" (how the figures were measured) and the settings behind it, as JSON
+  // members only.
+  void add_method(std::string text, std::initializer_list<std::pair<const char*, Value>> settings) {
+    header.push_back({"method", "method", std::move(text)});
+    for (const auto& [key, value] : settings) header.push_back({"", key, value, Unit::text, true});
+  }
+};
+
+void render_text(const Report& report, std::ostream& out);
+void render_json(const Report& report, std::ostream& out);
+
+// A value as a table cell shows it: "1.23x", "95.6%", "64 KiB", "-" for NaN.
+std::string format_value(const Value& value, Unit unit);
+inline std::string ratio_text(double ratio) { return format_value(ratio, Unit::ratio); }
+// 65536 -> "64 KiB", 1610612736 -> "1.5 GiB", 100 -> "100 B".
+std::string format_bytes(std::uint64_t bytes);
+// The current time as "2026-11-22 03:48:05 UTC".
+std::string utc_timestamp();
+// `lead` (e.g. "  --sizes LIST"), then `text` word-wrapped to `width` columns with every line of
+// it starting at column `indent` (on a line of its own when `lead` reaches that column).
+// Newlines in `text` are kept. Ends with a newline.
+std::string wrap_text(std::string_view lead, std::string_view text, std::size_t indent,
+                      std::size_t width = 100);
+
+}  // namespace ferry::cli
