@@ -2,14 +2,78 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 
-#include "commands.hpp"
-
 namespace ferry::cli {
+
+using Clock = std::chrono::steady_clock;
+
+Result<double> wall_time(const std::function<Status()>& body) {
+  const Clock::time_point start = Clock::now();
+  FERRY_RETURN_IF_ERROR(body());
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+Result<Timing> repeat(const RepeatSettings& settings, const Repetition& rep,
+                      const std::function<Status()>& settle,
+                      const std::function<Status()>& finish) {
+  std::uint64_t index = 0;
+  for (; index < settings.warmup; ++index) FERRY_RETURN_IF_ERROR(rep(index).status());
+  if (settle) FERRY_RETURN_IF_ERROR(settle());
+  std::vector<double> samples;
+  const Clock::time_point start = Clock::now();
+  while (samples.size() < settings.max_reps) {
+    FERRY_ASSIGN_OR_RETURN(double seconds, rep(index++));
+    samples.push_back(seconds);
+    if (samples.size() >= settings.min_reps && Clock::now() - start >= settings.min_time) break;
+  }
+  if (finish) FERRY_RETURN_IF_ERROR(finish());
+  Timing timing;
+  timing.window_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  timing.reps = samples.size();
+  if (samples.empty()) return timing;
+  std::sort(samples.begin(), samples.end());
+  const std::size_t mid = samples.size() / 2;
+  timing.median_seconds =
+      samples.size() % 2 == 1 ? samples[mid] : (samples[mid - 1] + samples[mid]) / 2;
+  timing.best_seconds = samples.front();
+  return timing;
+}
+
+Result<Timing> repeat_steps(const RepeatSettings& settings,
+                            const std::function<Status(std::uint64_t)>& step,
+                            const std::function<Status()>& settle,
+                            const std::function<Status()>& finish) {
+  const Repetition rep = [&](std::uint64_t i) -> Result<double> {
+    FERRY_RETURN_IF_ERROR(step(i));
+    return 0.0;
+  };
+  return repeat(settings, rep, settle, finish);
+}
+
+Result<Timing> time_each(const RepeatSettings& settings, const std::function<Status()>& body) {
+  return repeat(settings, [&](std::uint64_t) { return wall_time(body); });
+}
+
+Result<ListTiming> time_lists(const Queue& queue,
+                              const std::function<Result<CommandList>()>& record,
+                              const ListSettings& settings) {
+  const RepeatSettings repeat_settings{
+      .warmup = 1, .min_reps = 3, .max_reps = 100'000, .min_time = settings.min_time};
+  FERRY_ASSIGN_OR_RETURN(
+      Timing lists, repeat(repeat_settings, [&](std::uint64_t) -> Result<double> {
+        FERRY_ASSIGN_OR_RETURN(CommandList list, record());
+        return wall_time([&]() -> Status {
+          FERRY_ASSIGN_OR_RETURN(TimelinePoint done, queue.submit(std::move(list)));
+          return done.wait(kWaitTimeout);
+        });
+      }));
+  return ListTiming{settings.commands, 0, lists};
+}
 
 std::uint64_t mix64(std::uint64_t x) {
   std::uint64_t z = x + 0x9E3779B97F4A7C15ull;
@@ -51,10 +115,9 @@ std::string memory_shortfall(const DeviceInfo& device, std::uint64_t device_need
 
 Result<std::vector<Buffer>> create_buffers(const Device& device, std::size_t count,
                                            std::uint64_t bytes, MemoryKind kind) {
-  std::vector<Buffer> buffers;
-  for (std::size_t i = 0; i < count; ++i) {
-    FERRY_ASSIGN_OR_RETURN(Buffer buffer, device.create_buffer(bytes, kind));
-    buffers.push_back(std::move(buffer));
+  std::vector<Buffer> buffers(count);
+  for (Buffer& buffer : buffers) {
+    FERRY_ASSIGN_OR_RETURN(buffer, device.create_buffer(bytes, kind));
   }
   return buffers;
 }
@@ -86,9 +149,8 @@ Status copy_and_wait(const Queue& queue, const BufferRef& src, const BufferRef& 
 Status compare_bytes(std::span<const std::byte> actual, std::span<const std::byte> expected,
                      std::string_view what) {
   const std::size_t size = std::min(actual.size(), expected.size());
-  if (actual.size() == expected.size() && std::memcmp(actual.data(), expected.data(), size) == 0) {
+  if (actual.size() == expected.size() && std::memcmp(actual.data(), expected.data(), size) == 0)
     return ok_status();
-  }
   std::size_t first = 0;
   while (first < size && actual[first] == expected[first]) ++first;
   std::uint64_t wrong = 0;

@@ -1,7 +1,6 @@
-// `ferry bench egress`: device results to host work, step after step, the naive way (compute,
-// wait, synchronous download into pageable memory, host work), with a pinned buffer but still
-// sequential, and through ferry's EgressPipeline, in one run, against the bound that each
-// component alone sets; then ingress and egress together against each direction alone.
+// `ferry bench egress`: device results to host work, step after step: in sequence (the naive way,
+// or with a pinned buffer) and through ferry's EgressPipeline, in one run, against the bound that
+// each component alone sets; then ingress and egress together against each direction alone.
 // Every step's output has its own pattern, which the consumer checks.
 #include <algorithm>
 #include <atomic>
@@ -17,8 +16,7 @@
 #include "baselines/cpu_convert.hpp"
 #include "baselines/cuda_memcpy.hpp"
 #include "bench_common.hpp"
-#include "commands.hpp"
-#include "op_timing.hpp"
+#include "ops/op_case.hpp"
 
 namespace ferry::cli {
 
@@ -48,16 +46,15 @@ constexpr OptionSpec kOptions[] = {
     {.name = "--steps", .kind = OptionKind::count, .metavar = "N", .help = "timed steps per mode",
      .fallback = "40", .quick = "4", .min = 1, .max = 1'000'000},
     {.name = "--check", .kind = OptionKind::choice, .metavar = "MODE",
-     .help = "for timed steps: sampled (a word every 4 KiB) or full (every word, a pass over the "
-             "output that adds to the host work)", .fallback = "sampled",
-     .choices = "sampled,full"},
+     .help = "timed steps: sampled (a word every 4 KiB) or full (every word, a pass over the "
+             "output that adds to the host work)",
+     .fallback = "sampled", .choices = "sampled,full"},
     {.name = "--no-duplex", .help = "skip ingress and egress together"},
 };
 
 using Clock = std::chrono::steady_clock;
 constexpr std::uint64_t kSampleStride = 4096;
 
-// The ways to run the loop (see the --help text).
 enum class Mode : std::uint8_t { naive, naive_cuda, pooled, ferry_egress };
 constexpr Mode kModes[] = {Mode::naive, Mode::naive_cuda, Mode::pooled, Mode::ferry_egress};
 constexpr const char* kModeNames[] = {"naive", "naive-cudaMemcpy", "pooled-sequential",
@@ -65,33 +62,32 @@ constexpr const char* kModeNames[] = {"naive", "naive-cudaMemcpy", "pooled-seque
 enum class Duplex : std::uint8_t { ingress_alone, egress_alone, both };
 constexpr const char* kDuplexNames[] = {"ingress alone", "egress alone", "both"};
 
+// The defaults are those of a full run; plan() sets them from the options.
 struct Settings {
   std::uint64_t output_bytes = 0;  // per step; a multiple of 4
-  std::uint64_t chunk_bytes = 16ull << 20;
+  std::uint64_t chunk_bytes = 16 * kMiB;
   std::uint32_t workers = 4;  // consumer threads, and the host threads of the other modes
   std::uint32_t ring = 3;     // device outputs in rotation
   std::uint32_t max_pending_steps = 4;
-  std::uint64_t pool_slab_bytes = 64ull << 20;  // the readback pool of the pipeline
+  std::uint64_t pool_slab_bytes = 64 * kMiB;  // the pipeline's readback pool
   std::uint32_t pool_slabs = 8;
   std::uint32_t warmup_steps = 4;  // per mode, untimed, checked in full
   std::uint32_t steps = 40;        // per mode, timed
   bool full_check = false;         // timed steps: every word, or one every kSampleStride bytes
   std::chrono::milliseconds calibration_time{200};
   // Ingress and egress together: uint8 NHWC batches up, a float32 output written by a fill, down.
-  BatchShape duplex_input{64, 224, 224, 3};
-  std::array<std::uint32_t, 4> duplex_output{64, 21, 56, 56};
+  BatchShape duplex_input{64, 224, 224, 3}, duplex_output{64, 21, 56, 56};
   std::uint32_t duplex_warmup = 8, duplex_steps = 400;
 };
 
-// How long the compute and the host work of a step take, and each component alone.
+// A setting: how long the compute and the host work of a step take; what was measured.
 struct Case {
   std::string name = {};  // "copy-bound", ...
   double compute_ms = 0;  // asked for; converted to a number of fills
   double host_ms = 0;     // CPU time of the host work per step, summed over chunks
   std::optional<std::uint32_t> fills = {};  // given directly (--compute-fills)
-  // Measured, per step, each alone and back to back over the timed steps.
   std::uint32_t fills_used = 0;
-  double compute_seconds = 0, copy_seconds = 0, host_seconds = 0;
+  double compute_seconds = 0, copy_seconds = 0, host_seconds = 0;  // per step, each alone
   struct ModeResult {
     double seconds = kNaN;  // per step, first timed submission to the last host work
     std::uint64_t steps = 0;
@@ -105,9 +101,7 @@ struct Case {
   std::string bound_by() const {
     return bound() == copy_seconds ? "copy" : bound() == compute_seconds ? "compute" : "host";
   }
-  ModeResult mode(Mode mode) const {
-    return modes.contains(mode) ? modes.at(mode) : ModeResult{};
-  }
+  ModeResult mode(Mode mode) const { return modes.contains(mode) ? modes.at(mode) : ModeResult{}; }
 };
 
 // A distinct 32-bit pattern per run and step.
@@ -153,19 +147,22 @@ Status check_bytes(std::span<const std::byte> bytes, std::uint64_t offset, std::
   return full || size < 4 ? ok_status() : locate(size - 4, size);
 }
 
-// The consumer's work on one chunk: the check, then a busy wait until `share_seconds` have
-// passed since the call began, so that the host cost is both real and chosen.
-Status consume(std::span<const std::byte> bytes, std::uint64_t offset, std::uint32_t pattern,
-               bool full, double share_seconds, std::string_view what, std::uint64_t step) {
+// The consumer's work on `bytes` of an output of `of` bytes: the check, then a busy wait until
+// its share of `host_ms` has passed since the call began, so that the host cost is both real and
+// chosen.
+Status consume(std::span<const std::byte> bytes, std::uint64_t offset, std::uint64_t of,
+               std::uint32_t pattern, bool full, double host_ms, std::string_view what,
+               std::uint64_t step) {
+  const double share = host_ms / 1e3 * static_cast<double>(bytes.size()) / static_cast<double>(of);
   const Clock::time_point until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                     std::chrono::duration<double>(share_seconds));
+                                                     std::chrono::duration<double>(share));
   Status status = check_bytes(bytes, offset, pattern, full, what, step);
   while (Clock::now() < until) {
   }
   return status;
 }
 
-// `fills` fills of `output`, the last one with `pattern`: the compute of a step.
+// The compute of a step: `fills` fills of `output`, the last one with `pattern`.
 Result<CommandList> record_fills(const Buffer& output, std::uint64_t bytes, std::uint32_t fills,
                                  std::uint32_t pattern) {
   CommandList commands;
@@ -201,15 +198,15 @@ class EgressBench {
   }
 
   Status create() {
+    const MemoryKind readback = MemoryKind::host_readback;
+    const std::uint64_t step_bytes = round_up(s_.output_bytes, kStagingAlignment);
     FERRY_ASSIGN_OR_RETURN(outputs_,
                            create_buffers(device_, s_.ring, s_.output_bytes, MemoryKind::device));
-    FERRY_ASSIGN_OR_RETURN(pool_, reserved_pool(device_, MemoryKind::host_readback,
-                                                s_.pool_slab_bytes, s_.pool_slabs));
-    FERRY_ASSIGN_OR_RETURN(step_pool_,
-                           reserved_pool(device_, MemoryKind::host_readback,
-                                         round_up(s_.output_bytes, kStagingAlignment), 1));
-    // Every page of the pools and of the pageable buffer written once, so that no first-touch
-    // fault is timed (where the memory is not pinned already: the CPU device, some drivers).
+    FERRY_ASSIGN_OR_RETURN(pool_,
+                           reserved_pool(device_, readback, s_.pool_slab_bytes, s_.pool_slabs));
+    FERRY_ASSIGN_OR_RETURN(step_pool_, reserved_pool(device_, readback, step_bytes, 1));
+    // Every page of the pools and of the pageable buffer written once: no first-touch fault is
+    // timed (where the memory is not pinned already: the CPU device, some drivers).
     std::vector<Lease> leases;
     for (std::uint64_t slab = 0; slab <= s_.pool_slabs; ++slab) {
       FERRY_ASSIGN_OR_RETURN(Lease lease, slab < s_.pool_slabs
@@ -229,10 +226,9 @@ class EgressBench {
         compute_,
         [&]() -> Result<CommandList> {
           CommandList commands;
-          for (std::uint32_t k = 0; k < settings.commands; ++k) {
+          for (std::uint32_t k = 0; k < settings.commands; ++k)
             FERRY_RETURN_IF_ERROR(
                 ferry::fill(commands, outputs_[k % s_.ring], 0, s_.output_bytes, 0xC0FFEE00u + k));
-          }
           return commands;
         },
         settings);
@@ -271,31 +267,34 @@ class EgressBench {
           }
           return ok_status();
         }));
-    // The consumer on every chunk of the steps, on `workers` threads taking the next chunk as
-    // they become free (as the pipeline's as_completed workers do), from pinned memory.
+    // The consumer on every chunk of the steps, from pinned memory, as host_step() runs it.
     FERRY_ASSIGN_OR_RETURN(Lease lease, step_pool_.acquire(s_.output_bytes, kWaitTimeout));
     FERRY_ASSIGN_OR_RETURN(CommandList fill, record_compute(0, run, 1));
     FERRY_ASSIGN_OR_RETURN(TimelinePoint filled, compute_.submit(std::move(fill)));
     FERRY_RETURN_IF_ERROR(copy_and_wait(download_, outputs_[0], lease, s_.output_bytes, filled));
     const std::uint32_t pattern = step_pattern(run, 0);
     FERRY_RETURN_IF_ERROR(host_step(lease.data(), 0, pattern, c.host_ms, "host alone"));
-    const Clock::time_point start = Clock::now();
-    FERRY_RETURN_IF_ERROR(for_each_chunk(s_.steps * chunks_.size(), [&](std::size_t i) {
-      const Chunk& chunk = chunks_[i % chunks_.size()];
-      return consume(lease.data().subspan(chunk.offset, chunk.size), chunk.offset, pattern,
-                     s_.full_check, share(c.host_ms, chunk.size, s_.output_bytes), "host alone",
-                     i / chunks_.size());
+    FERRY_ASSIGN_OR_RETURN(const double host_seconds, wall_time([&] {
+      return for_each_chunk(s_.steps * chunks_.size(), [&](std::size_t i) {
+        const Chunk& chunk = chunks_[i % chunks_.size()];
+        return consume(lease.data().subspan(chunk.offset, chunk.size), chunk.offset,
+                       s_.output_bytes, pattern, s_.full_check, c.host_ms, "host alone",
+                       i / chunks_.size());
+      });
     }));
-    c.host_seconds = std::chrono::duration<double>(Clock::now() - start).count() / s_.steps;
+    c.host_seconds = host_seconds / s_.steps;
     lease.release();
     return device_.wait_idle(kWaitTimeout);
   }
 
   // Warm-up steps (checked in full), then the timed steps.
   Status run_mode(Mode mode, Case& c, int cuda_device_index) {
-    Result<Case::ModeResult> result = mode == Mode::naive_cuda ? naive_cuda(c, cuda_device_index)
-                                      : mode == Mode::ferry_egress ? pipelined(c)
-                                                                   : sequential(c, mode);
+    Result<Case::ModeResult> result =
+        mode == Mode::naive_cuda ? naive_cuda(c, cuda_device_index)
+        : mode == Mode::ferry_egress
+            ? pipeline({outputs_, s_.output_bytes, c.fills_used, c.host_ms, s_.chunk_bytes,
+                        s_.warmup_steps, s_.steps, "ferry-egress"})
+            : sequential(c, mode);
     const Status idle = device_.wait_idle(kWaitTimeout);
     FERRY_RETURN_IF_ERROR(result.status().with_context(kModeNames[int(mode)]));
     FERRY_RETURN_IF_ERROR(idle);
@@ -307,7 +306,7 @@ class EgressBench {
   // of an output that waits for its tensor on the device, that output down. Returns steps/s.
   Result<double> run_duplex(Duplex mode) {
     const auto& d = s_.duplex_output;
-    const std::uint64_t out_bytes = std::uint64_t{4} * d[0] * d[1] * d[2] * d[3];
+    const std::uint64_t out_bytes = std::uint64_t{4} * d[0] * d[1] * d[2] * d[3];  // float32
     const NormalizeParams params = imagenet_normalize_params(s_.duplex_input, ElementType::float32);
     FERRY_ASSIGN_OR_RETURN(NormalizeShape shape, resolve_normalize(params));
     std::vector<Buffer> sources;
@@ -330,16 +329,15 @@ class EgressBench {
     }
     // One download per step where the pool's slabs allow it.
     const std::uint64_t chunk = std::min(s_.pool_slab_bytes, std::max(out_bytes, s_.chunk_bytes));
-    Result<Timing> timing = pipeline({outputs, out_bytes, 1, 0.0, chunk, s_.duplex_warmup,
-                                      s_.duplex_steps, "ingress+egress",
-                                      mode == Duplex::egress_alone ? nullptr : &ingress,
-                                      mode != Duplex::ingress_alone});
+    Result<Case::ModeResult> result = pipeline(
+        {outputs, out_bytes, 1, 0.0, chunk, s_.duplex_warmup, s_.duplex_steps, "ingress+egress",
+         mode == Duplex::egress_alone ? nullptr : &ingress, mode != Duplex::ingress_alone});
     ingress.close();
     const Status idle = device_.wait_idle(kWaitTimeout);
-    FERRY_RETURN_IF_ERROR(timing.status().with_context(
+    FERRY_RETURN_IF_ERROR(result.status().with_context(
         std::string("ingress and egress together (") + kDuplexNames[int(mode)] + ")"));
     FERRY_RETURN_IF_ERROR(idle);
-    return static_cast<double>(timing->reps) / timing->window_seconds;
+    return 1 / result->seconds;
   }
 
   StagingPoolStats pool_stats() const { return pool_.stats(); }
@@ -349,16 +347,12 @@ class EgressBench {
     std::uint64_t offset = 0, size = 0;
   };
 
-  // The host work's share of a step for `bytes` of its `of`.
-  static double share(double host_ms, std::uint64_t bytes, std::uint64_t of) {
-    return host_ms / 1e3 * static_cast<double>(bytes) / static_cast<double>(of);
-  }
-  // Step `step`'s compute on its output of the ring: `fills` fills, the last with its pattern.
+  // Step `step`'s compute on its output of the ring.
   Result<CommandList> record_compute(std::uint64_t step, std::uint32_t run, std::uint32_t fills) {
     return record_fills(outputs_[step % s_.ring], s_.output_bytes, fills, step_pattern(run, step));
   }
-  // work(i) for i in [0, items) on the `workers` threads, each taking the next index when free;
-  // stops after the first error, which it returns.
+  // work(i) for i in [0, items) on the `workers` threads, each taking the next index when free
+  // (as the pipeline's as_completed workers do); stops after the first error, which it returns.
   Status for_each_chunk(std::size_t items, const std::function<Status(std::size_t)>& work) {
     std::atomic<std::size_t> next{0};
     std::atomic<bool> failed{false};
@@ -381,9 +375,8 @@ class EgressBench {
                    double host_ms, std::string_view what) {
     const bool full = step < s_.warmup_steps || s_.full_check;
     return for_each_chunk(chunks_.size(), [&](std::size_t i) {
-      const Chunk& chunk = chunks_[i];
-      return consume(bytes.subspan(chunk.offset, chunk.size), chunk.offset, pattern, full,
-                     share(host_ms, chunk.size, s_.output_bytes), what, step);
+      return consume(bytes.subspan(chunks_[i].offset, chunks_[i].size), chunks_[i].offset,
+                     s_.output_bytes, pattern, full, host_ms, what, step);
     });
   }
 
@@ -396,14 +389,14 @@ class EgressBench {
       FERRY_ASSIGN_OR_RETURN(CommandList commands, record_compute(index, run, c.fills_used));
       FERRY_ASSIGN_OR_RETURN(TimelinePoint done, compute_.submit(std::move(commands)));
       FERRY_RETURN_IF_ERROR(done.wait(kWaitTimeout));
+      const std::uint32_t pattern = step_pattern(run, index);
       if (mode == Mode::naive) {
         FERRY_RETURN_IF_ERROR(download(download_, pool_, output, 0, pageable_, {}, transfer));
-        return host_step(pageable_, index, step_pattern(run, index), c.host_ms, "naive");
+        return host_step(pageable_, index, pattern, c.host_ms, "naive");
       }
       FERRY_ASSIGN_OR_RETURN(Lease lease, step_pool_.acquire(s_.output_bytes, kWaitTimeout));
       FERRY_RETURN_IF_ERROR(copy_and_wait(download_, output, lease, s_.output_bytes));
-      return host_step(lease.data(), index, step_pattern(run, index), c.host_ms,
-                       "pooled-sequential");
+      return host_step(lease.data(), index, pattern, c.host_ms, "pooled-sequential");
     };
     FERRY_ASSIGN_OR_RETURN(Timing timing, repeat_steps(exactly(s_.warmup_steps, s_.steps), step));
     return Case::ModeResult{.seconds = timing.window_per_rep(), .steps = timing.reps};
@@ -427,18 +420,8 @@ class EgressBench {
                             .memsets = cuda.memsets};
   }
 
-  Result<Case::ModeResult> pipelined(const Case& c) {
-    double steady = kNaN;
-    FERRY_ASSIGN_OR_RETURN(Timing timing,
-                           pipeline({outputs_, s_.output_bytes, c.fills_used, c.host_ms,
-                                     s_.chunk_bytes, s_.warmup_steps, s_.steps, "ferry-egress"},
-                                    &steady));
-    return Case::ModeResult{timing.window_per_rep(), timing.reps, steady};
-  }
-
-  // See PipelineRun. `steady`: seconds per step from the first to the last timed step's end of
-  // host work.
-  Result<Timing> pipeline(const PipelineRun& p, double* steady = nullptr) {
+  // See PipelineRun.
+  Result<Case::ModeResult> pipeline(const PipelineRun& p) {
     const std::uint32_t run = ++runs_;
     const std::uint64_t total_steps = std::uint64_t{p.warmup} + p.steps;
     // Per step: chunks consumed, and when the last one was (written by the consumer call that
@@ -448,9 +431,9 @@ class EgressBench {
     auto consumer = [&](const EgressChunk& chunk) -> Status {
       if (chunk.step >= total_steps)
         return Status(ErrorCode::internal, "unexpected step " + std::to_string(chunk.step));
-      Status status = consume(chunk.bytes, chunk.offset, step_pattern(run, chunk.step),
-                              chunk.step < p.warmup || s_.full_check,
-                              share(p.host_ms, chunk.bytes.size(), p.bytes), p.what, chunk.step);
+      Status status = consume(chunk.bytes, chunk.offset, p.bytes, step_pattern(run, chunk.step),
+                              chunk.step < p.warmup || s_.full_check, p.host_ms, p.what,
+                              chunk.step);
       if (++consumed_chunks[chunk.step] == chunk.count) consumed[chunk.step] = Clock::now();
       return status;
     };
@@ -497,12 +480,13 @@ class EgressBench {
     const Status closed = egress.close(timing.ok() ? EgressClose::drain : EgressClose::cancel);
     FERRY_RETURN_IF_ERROR(timing.status());
     FERRY_RETURN_IF_ERROR(closed);
+    // Steady: from the first to the last timed step's end of host work.
     std::sort(consumed.begin() + p.warmup, consumed.end());
-    if (steady != nullptr && p.steps >= 2) {
-      *steady = std::chrono::duration<double>(consumed.back() - consumed[p.warmup]).count() /
-                (p.steps - 1);
-    }
-    return timing;
+    const double steady =
+        p.steps < 2 ? kNaN
+                    : std::chrono::duration<double>(consumed.back() - consumed[p.warmup]).count() /
+                          (p.steps - 1);
+    return Case::ModeResult{timing->window_per_rep(), timing->reps, steady};
   }
 
   Device device_;
@@ -543,13 +527,13 @@ std::string plan(const Options& options, Settings& s, std::string& output_label,
   s.warmup_steps = quick ? 2 : s.ring + 1;
   s.steps = static_cast<std::uint32_t>(options.number("--steps"));
   s.full_check = options.text("--check") == "full";
-  s.calibration_time = std::chrono::milliseconds(quick ? 20 : 200);
   if (quick) {
+    s.calibration_time = std::chrono::milliseconds(20);
     s.duplex_input = {2, 16, 24, 3};
     s.duplex_output = {2, 21, 8, 8};
+    s.duplex_warmup = 2;
+    s.duplex_steps = 6;
   }
-  s.duplex_warmup = quick ? 2 : 8;
-  s.duplex_steps = quick ? 6 : 400;
   // The settings' compute and host times per step (a tenth of them with --quick).
   const double scale = quick ? 0.1 : 1.0;
   for (const std::string& name : options.list("--settings")) {
@@ -569,20 +553,21 @@ std::string plan(const Options& options, Settings& s, std::string& output_label,
 void add_report(Report& report, const Settings& s, const std::string& output_label,
                 double fill_seconds, const std::vector<Case>& cases,
                 const std::vector<double>& duplex, const StagingPoolStats& pool) {
+  const std::string workers = std::to_string(s.workers);
   report.add_method(
       "per step, a " + output_label + " output (" + format_bytes(s.output_bytes) +
           ") written by fills on the compute queue (one fill " +
-          format_value(fill_seconds * 1e3, Unit::ms) +
-          " ms), the last with the step's own pattern; a consumer checks each chunk (" +
+          format_value(fill_seconds * 1e3, Unit::ms) + " ms), the last with the step's own "
+          "pattern; a consumer checks each chunk (" +
           (s.full_check ? "full: every word" : "sampled: a word every 4 KiB") +
-          "), then busy-waits until its share of host-ms (CPU time per step) has passed; " +
-          format_bytes(s.chunk_bytes) + " chunks; " + std::to_string(s.workers) +
-          " host threads (the pipeline's as_completed workers); ring of " +
-          std::to_string(s.ring) + " outputs; readback pool " + std::to_string(s.pool_slabs) +
-          " x " + format_bytes(s.pool_slab_bytes) + "; at most " +
-          std::to_string(s.max_pending_steps) + " steps pending; each mode: " +
-          std::to_string(s.warmup_steps) + " warm-up steps (checked in full), then " +
-          std::to_string(s.steps) + " timed steps, from the first submission to the last host work",
+          "), then busy-waits for its share of host-ms; " + format_bytes(s.chunk_bytes) +
+          " chunks; " + workers + " host threads (as_completed workers); ring of " +
+          std::to_string(s.ring) +
+          " outputs; readback pool " + std::to_string(s.pool_slabs) + " x " +
+          format_bytes(s.pool_slab_bytes) + "; at most " + std::to_string(s.max_pending_steps) +
+          " steps pending; per mode " + std::to_string(s.warmup_steps) +
+          " warm-up steps (checked in full), then " + std::to_string(s.steps) +
+          " timed, first submission to last host work",
       {{"output", output_label}, {"output_bytes", s.output_bytes}, {"chunk_bytes", s.chunk_bytes},
        {"workers", std::uint64_t{s.workers}}, {"ring", std::uint64_t{s.ring}},
        {"max_pending_steps", std::uint64_t{s.max_pending_steps}},
@@ -606,14 +591,11 @@ void add_report(Report& report, const Settings& s, const std::string& output_lab
                    static_cast<double>(s.output_bytes) / c.copy_seconds / 1e9, c.host_ms,
                    c.host_seconds * 1e3, c.bound() * 1e3, c.bound_by()});
   }
-  const std::string workers = std::to_string(s.workers);
   parts.notes = {
       "compute: the fills on the compute queue; copy: the output in chunks into leases of the "
-      "readback pool on the download queue; host: the consumer on every chunk of the steps on " +
-      workers + " threads, each taking the next chunk, of any step, when free (as the "
-      "pipeline's as_completed workers do), so about host-ms / " + workers +
-      " when the checks cost less than the busy wait; bound = max(compute, copy, host) as "
-      "measured"};
+      "readback pool on the download queue; host: the consumer on every chunk, " + workers +
+      " threads each taking the next chunk when free (about host-ms / " + workers + " when the "
+      "checks cost less than the busy wait); bound = max(compute, copy, host)"};
 
   const bool cuda = !cases.empty() && cases.front().modes.contains(Mode::naive_cuda);
   Section& modes = report.add_section("The three ways (ms per step over the timed steps)", "modes");
@@ -627,12 +609,12 @@ void add_report(Report& report, const Settings& s, const std::string& output_lab
                    {"steps", "steps", Unit::count, true},
                    {"memsets", "memsets_per_step", Unit::count, true}};
   for (const Case& c : cases) {
+    const double naive = c.mode(Mode::naive).seconds, naive_cuda = c.mode(Mode::naive_cuda).seconds;
     for (const auto& [mode, m] : c.modes) {
       modes.add_row(
           {c.name, kModeNames[int(mode)], m.seconds * 1e3,
-           static_cast<double>(s.output_bytes) / m.seconds / 1e9,
-           c.mode(Mode::naive).seconds / m.seconds, c.mode(Mode::naive_cuda).seconds / m.seconds,
-           c.mode(Mode::pooled).seconds / m.seconds, c.bound() / m.seconds,
+           static_cast<double>(s.output_bytes) / m.seconds / 1e9, naive / m.seconds,
+           naive_cuda / m.seconds, c.mode(Mode::pooled).seconds / m.seconds, c.bound() / m.seconds,
            mode == Mode::ferry_egress ? Value(c.bound() / m.steady_seconds) : Value(), m.steps,
            mode == Mode::naive_cuda ? Value(std::uint64_t{m.memsets}) : Value()});
     }
@@ -643,10 +625,8 @@ void add_report(Report& report, const Settings& s, const std::string& output_lab
             " (steady " + format_value(c.bound() / ferry.steady_seconds, Unit::percent) + "; " +
             format_value(ferry.seconds * 1e3, Unit::ms) + " vs " +
             format_value(c.bound() * 1e3, Unit::ms) + " ms, bound by " + c.bound_by() +
-            "); ferry-egress/naive " + ratio_text(c.mode(Mode::naive).seconds / ferry.seconds) +
-            (cuda ? ", /naive-cudaMemcpy " +
-                        ratio_text(c.mode(Mode::naive_cuda).seconds / ferry.seconds)
-                  : ""));
+            "); ferry-egress/naive " + ratio_text(naive / ferry.seconds) +
+            (cuda ? ", /naive-cudaMemcpy " + ratio_text(naive_cuda / ferry.seconds) : ""));
   }
   modes.notes = {
       "x naive etc.: the speed-up over that mode; bound/ms: the bound over the measured ms per "
@@ -656,13 +636,11 @@ void add_report(Report& report, const Settings& s, const std::string& output_lab
     modes.notes.push_back("naive-cudaMemcpy: not measured: " + cases.front().unavailable);
 
   if (!duplex.empty()) {
-    const auto& o = s.duplex_output;
     Section& both = report.add_section(
         "Ingress and egress together (per step: a " + to_string(s.duplex_input) +
-            " uint8 batch up and normalized, one fill of a " +
-            to_string(BatchShape{o[0], o[1], o[2], o[3]}) + " float32 output, that output down; " +
-            std::to_string(s.duplex_steps) + " timed steps after " +
-            std::to_string(s.duplex_warmup) + ")",
+            " uint8 batch up and normalized, one fill of a " + to_string(s.duplex_output) +
+            " float32 output, that output down; " + std::to_string(s.duplex_steps) +
+            " timed steps after " + std::to_string(s.duplex_warmup) + ")",
         "duplex");
     both.columns = {{"run", "run"}, {"steps/s", "steps_per_second", Unit::number},
                     {"ms/step", "ms_per_step", Unit::ms}};
@@ -679,9 +657,8 @@ void add_report(Report& report, const Settings& s, const std::string& output_lab
   readback.fields = {{"capacity", "capacity_bytes", pool.capacity_bytes, Unit::bytes},
                      {"acquires", "acquires", pool.acquires, Unit::count},
                      {"acquires that waited for room", "waits", pool.waits, Unit::count}};
-  readback.notes = {
-      "a wait is push() blocked on a full pool; every slab is touched once before timing, "
-      "so the pool's high water is all of it"};
+  readback.notes = {"a wait is push() blocked on a full pool; every slab is touched once before "
+                    "timing, so the pool's high water is all of it"};
 }
 
 Status run_egress(Bench& bench, const Settings& s, const std::string& output_label,
@@ -737,21 +714,17 @@ const Command kBenchEgress = {
     .about =
         "Each step fills a float32 output on the compute queue (as many fills as take\n"
         "--compute-ms); a host consumer checks it and busy-waits for its share of --host-ms.\n"
-        "Per setting:\n"
-        "  components alone   compute, download (readback pool) and host work, each back to\n"
-        "                     back: bound = the max of the three per step\n"
+        "Per setting (compute, host CPU ms per step: copy 2, 2; compute 12, 2; host 2, 12 x\n"
+        "workers), each component alone (bound: the slowest), then:\n"
         "  naive              compute, wait, ferry::download into pageable memory, host work\n"
-        "  naive-cudaMemcpy   (CUDA devices) the same with the CUDA runtime alone: memsets\n"
-        "                     calibrated to the compute's time, a synchronous cudaMemcpy\n"
+        "  naive-cudaMemcpy   (CUDA) the same with memsets and a synchronous cudaMemcpy\n"
         "  pooled-sequential  compute, wait, one copy into a pinned lease, wait, host work\n"
-        "  ferry-egress       EgressPipeline (as_completed workers), a ring of 3 outputs:\n"
-        "                     compute i+1, download i and host work on i-1 overlap\n"
-        "Settings (compute, host CPU ms per step): copy 2, 2; compute 12, 2; host 2, 12 x\n"
-        "workers (the host work, spread over the workers, is the bound).\n"
-        "Then ingress and egress together (64x224x224x3 uint8 batches up and normalized, each\n"
-        "feeding a fill of a 64x21x56x56 float32 output that goes down) against each direction\n"
-        "alone. Warm-up steps are checked in full, timed steps as --check says (exit 1 on wrong\n"
-        "bytes). --quick takes a tenth of the times, a small pool and small batches.\n",
+        "  ferry-egress       EgressPipeline, a ring of 3 outputs: compute i+1, download i and\n"
+        "                     host work on i-1 overlap\n"
+        "Then ingress and egress together (normalized uint8 batches up, each feeding a fill of\n"
+        "an output that goes down) against each direction alone. Warm-up steps are checked in\n"
+        "full, timed steps as --check says (exit 1 on wrong bytes). --quick: a tenth of the\n"
+        "times, a small pool and small batches.\n",
     .options = kOptions,
     .run = run,
 };

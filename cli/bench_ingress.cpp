@@ -1,7 +1,6 @@
 // `ferry bench ingress`: feeding normalized image batches to the device, the old way (convert to
 // float32 on the host, upload four times the bytes) against ferry's IngressPipeline (upload
-// uint8, normalize on the device), and the normalize op alone against a device-to-device copy,
-// in one run so that the ratios between them are measured like for like.
+// uint8, normalize on the device), in one run so that the ratios are measured like for like.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,8 +9,7 @@
 
 #include "baselines/cpu_convert.hpp"
 #include "bench_common.hpp"
-#include "commands.hpp"
-#include "op_timing.hpp"
+#include "ops/op_case.hpp"
 
 namespace ferry::cli {
 
@@ -19,45 +17,36 @@ namespace {
 
 constexpr OptionSpec kOptions[] = {
     {.name = "--shapes", .kind = OptionKind::shapes, .metavar = "LIST",
-     .help = "comma-separated NxHxWxC batch shapes. Shapes that do not fit in device or host "
-             "memory are skipped and listed", .fallback = "64x224x224x3,8x1080x1920x3"},
+     .help = "comma-separated NxHxWxC batch shapes; those that do not fit in memory are skipped "
+             "and listed", .fallback = "64x224x224x3,8x1080x1920x3"},
     {.name = "--min-time-ms", .kind = OptionKind::count, .metavar = "N",
-     .help = "time measured per stream and per kernel, after the warm-up", .fallback = "500",
-     .quick = "50", .max = 3'600'000},
+     .help = "time measured per stream, after the warm-up", .fallback = "500", .quick = "50",
+     .max = 3'600'000},
     {.name = "--depth", .kind = OptionKind::count, .metavar = "N",
      .help = "batches in flight: IngressOptions::depth, and the bound of the other streams",
      .fallback = "3", .min = 2, .max = 16},
-    {.name = "--kernel-commands", .kind = OptionKind::count, .metavar = "N",
-     .help = "commands per CommandList of the kernel and copy timings", .fallback = "20",
-     .quick = "4", .min = 1, .max = 1000},
-    {.name = "--copy-size", .kind = OptionKind::size, .metavar = "SIZE",
-     .help = "size of the device-to-device copy", .fallback = "256M", .quick = "32M"},
 };
 
-// The streams (see the --help text), each checked once against an exact host reference.
 enum class Mode : std::uint8_t { cpu_convert, upload_f32, ferry_ingress, ferry_ingress_pageable };
 constexpr Mode kModes[] = {Mode::cpu_convert, Mode::upload_f32, Mode::ferry_ingress,
                            Mode::ferry_ingress_pageable};
 constexpr const char* kModeNames[] = {"cpu-convert", "upload-f32", "ferry-ingress",
                                       "ferry-ingress-pageable"};
 constexpr std::uint32_t kSourceBatches = 3;  // of each kind, prepared before timing and cycled
-constexpr ElementType kF32 = ElementType::float32, kKernelTypes[] = {kF32, ElementType::float16};
+constexpr ElementType kF32 = ElementType::float32;
 
 struct Settings {
   std::uint32_t depth = 3;  // batches in flight (the pipeline's IngressOptions::depth)
   RepeatSettings batches;   // warm-up batches (batch 0 is checked), then timed ones
-  ListSettings kernel;
-  std::uint64_t copy_bytes = 0;
 };
 
 // One steady-state window of a stream: from the start of the first timed batch (warm-up
 // drained) to the last one's completion.
 struct Stream {
-  Mode mode{};
   std::uint64_t batches = 0;
-  double seconds = 0;
+  double seconds = kNaN;
   std::uint64_t h2d_bytes_per_batch = 0;  // host bytes sent over the bus per batch
-  double rate() const { return static_cast<double>(batches) / seconds; }
+  double rate() const { return static_cast<double>(batches) / seconds; }  // NaN: not measured
 };
 
 // One batch of a stream: submits it and returns the point at which it is complete. Points of one
@@ -112,14 +101,14 @@ class IngressBench {
 
   // Warm-up batches (the first checked), then a timed steady-state window.
   Result<Stream> run(Mode mode, const Settings& settings) {
+    const std::string what = kModeNames[int(mode)] + std::string(" batch 0");
     Result<Stream> result = mode == Mode::cpu_convert || mode == Mode::upload_f32
-                                ? stream_f32(mode == Mode::cpu_convert, settings)
-                                : stream_ingress(mode == Mode::ferry_ingress, settings);
+                                ? stream_f32(mode == Mode::cpu_convert, settings, what)
+                                : stream_ingress(mode == Mode::ferry_ingress, settings, what);
     // Work queued past the window (a pipeline's read-ahead) ends before the next measurement.
     const Status idle = device_.wait_idle(kWaitTimeout);
     if (!result.ok()) return result.status().with_context(kModeNames[int(mode)]);
     FERRY_RETURN_IF_ERROR(idle);
-    result->mode = mode;
     return result;
   }
 
@@ -134,7 +123,7 @@ class IngressBench {
   // The old way: float32 converted on the host and uploaded, either by the host threads into
   // one of `depth` pinned leases while the previous batch uploads (cpu-convert), or before
   // timing into pinned buffers, leaving the transfer alone (upload-f32).
-  Result<Stream> stream_f32(bool convert_each, const Settings& settings) {
+  Result<Stream> stream_f32(bool convert_each, const Settings& settings, const std::string& what) {
     const std::uint64_t bytes = output_bytes();
     StagingPool pool;                             // cpu-convert: one batch per lease
     std::vector<Buffer> sources;                  // upload-f32
@@ -154,7 +143,6 @@ class IngressBench {
     }
     FERRY_ASSIGN_OR_RETURN(std::vector<Buffer> targets,
                            create_buffers(device_, settings.depth, bytes, MemoryKind::device));
-    const std::string what = std::string(convert_each ? "cpu-convert" : "upload-f32") + " batch 0";
     FERRY_ASSIGN_OR_RETURN(
         Timing timing, time_stream(settings, [&](std::uint64_t index) -> Result<TimelinePoint> {
           const std::uint32_t which = index % kSourceBatches;
@@ -176,10 +164,10 @@ class IngressBench {
           }
           return done;
         }));
-    return Stream{{}, timing.reps, timing.window_seconds, bytes};
+    return Stream{timing.reps, timing.window_seconds, bytes};
   }
 
-  Result<Stream> stream_ingress(bool pinned, const Settings& settings) {
+  Result<Stream> stream_ingress(bool pinned, const Settings& settings, const std::string& what) {
     // Sources are cycled and never written, so they stay valid for as long as uploads read them.
     IngressSource source = [this, pinned](std::uint64_t index) -> Result<std::optional<HostBatch>> {
       const std::size_t which = index % kSourceBatches;
@@ -190,8 +178,6 @@ class IngressBench {
                            normalize_ingress_options(params_, settings.depth));
     FERRY_ASSIGN_OR_RETURN(IngressPipeline pipeline,
                            IngressPipeline::create(device_, options, std::move(source)));
-    const std::string what =
-        std::string(pinned ? "ferry-ingress" : "ferry-ingress-pageable") + " batch 0";
     Result<Timing> timing =
         time_stream(settings, [&](std::uint64_t index) -> Result<TimelinePoint> {
           FERRY_ASSIGN_OR_RETURN(std::optional<IngressBatch> batch, pipeline.next(kWaitTimeout));
@@ -213,7 +199,7 @@ class IngressBench {
         });
     pipeline.close();
     FERRY_RETURN_IF_ERROR(timing.status());
-    return Stream{{}, timing->reps, timing->window_seconds, shape_.input_bytes};
+    return Stream{timing->reps, timing->window_seconds, shape_.input_bytes};
   }
 
   // Reads the tensor at `src` back (once `after` is reached) and compares it bit for bit.
@@ -255,47 +241,26 @@ class IngressBench {
 struct ShapeResults {
   BatchShape shape{};
   std::uint64_t input_bytes = 0, output_bytes = 0;  // uint8 in, float32 out
-  std::vector<Stream> streams = {};
-  std::vector<std::pair<ElementType, ListTiming>> kernels = {};
+  std::array<Stream, std::size(kModes)> streams = {};
 
-  double rate(Mode mode) const {  // batches/s, NaN when not measured
-    for (const Stream& stream : streams) {
-      if (stream.mode == mode) return stream.rate();
-    }
-    return kNaN;
-  }
+  double rate(Mode mode) const { return streams[int(mode)].rate(); }  // batches/s
 };
 
 Status measure_shape(Bench& bench, HostThreadPool& threads, const Settings& settings,
                      std::uint64_t seed, ShapeResults& results) {
   const std::string label = to_string(results.shape);
   bench.progress("preparing " + label);
-  {
-    IngressBench streams(bench.device, results.shape, threads);
-    FERRY_RETURN_IF_ERROR(streams.prepare(seed));
-    for (Mode mode : kModes) {
-      bench.progress("measuring " + label + " " + kModeNames[int(mode)]);
-      FERRY_ASSIGN_OR_RETURN(Stream stream, streams.run(mode, settings));
-      results.streams.push_back(stream);
-    }
+  IngressBench streams(bench.device, results.shape, threads);
+  FERRY_RETURN_IF_ERROR(streams.prepare(seed));
+  for (Mode mode : kModes) {
+    bench.progress("measuring " + label + " " + kModeNames[int(mode)]);
+    FERRY_ASSIGN_OR_RETURN(results.streams[int(mode)], streams.run(mode, settings));
   }
-  for (ElementType type : kKernelTypes) {
-    const std::string name = "normalize " + std::string(to_string(type));
-    bench.progress("measuring " + label + " " + name);
-    Result<OpInstance> op =
-        kNormalizeOp.instance({results.input_bytes, results.shape}, to_string(type));
-    Result<ListTiming> kernel =
-        op.ok() ? measure_op(bench.device, bench.reference, *op, settings.kernel, seed)
-                : op.status();
-    if (!kernel.ok()) return kernel.status().with_context(name + " kernel");
-    results.kernels.emplace_back(type, *kernel);
-  }
-  return bench.device.wait_idle();  // the shape's buffers go before the next shape's are made
+  return ok_status();
 }
 
 void add_report(Report& report, const Options& options, const Settings& settings,
-                unsigned host_threads, const std::vector<ShapeResults>& shapes,
-                const CopyBaselines& copies) {
+                unsigned host_threads, const std::vector<ShapeResults>& shapes) {
   const std::string min_time = options.text("--min-time-ms");
   report.add_method(
       "uint8 NHWC batches -> float32 NCHW with ImageNet mean/std; " +
@@ -305,16 +270,11 @@ void add_report(Report& report, const Options& options, const Settings& settings
           min_time + " ms and >= " + std::to_string(settings.batches.min_reps) +
           " batches timed from the drained device to the last batch's completion; " +
           std::to_string(settings.depth) + " batches in flight; cpu-convert on " +
-          std::to_string(host_threads) + " host threads; kernels: " +
-          std::to_string(settings.kernel.commands) +
-          " commands per CommandList on the compute queue, median list time over >= " + min_time +
-          " ms after a warm-up list, output checked bit for bit against the CPU backend",
+          std::to_string(host_threads) + " host threads",
       {{"min_time_ms", options.number("--min-time-ms")}, {"depth", std::uint64_t{settings.depth}},
        {"warmup_batches", settings.batches.warmup}, {"min_batches", settings.batches.min_reps},
        {"source_batches", std::uint64_t{kSourceBatches}},
-       {"kernel_commands", std::uint64_t{settings.kernel.commands}},
-       {"kernel_buffer_budget_bytes", settings.kernel.buffer_budget},
-       {"copy_bytes", settings.copy_bytes}, {"host_threads", std::uint64_t{host_threads}}});
+       {"host_threads", std::uint64_t{host_threads}}});
 
   for (const ShapeResults& shape : shapes) {
     const std::string label = to_string(shape.shape);
@@ -330,8 +290,9 @@ void add_report(Report& report, const Options& options, const Settings& settings
                        {"x upload-f32", "over_upload_f32", Unit::ratio},
                        {"x cpu-convert", "over_cpu_convert", Unit::ratio}};
     const double upload = shape.rate(Mode::upload_f32), convert = shape.rate(Mode::cpu_convert);
-    for (const Stream& s : shape.streams) {
-      section.add_row({kModeNames[int(s.mode)], s.rate(), 1e3 / s.rate(), s.h2d_bytes_per_batch,
+    for (Mode mode : kModes) {
+      const Stream& s = shape.streams[int(mode)];
+      section.add_row({kModeNames[int(mode)], s.rate(), 1e3 / s.rate(), s.h2d_bytes_per_batch,
                        s.h2d_bytes_per_batch * s.rate() / 1e9, s.batches, s.seconds,
                        s.rate() / upload, s.rate() / convert});
     }
@@ -343,57 +304,16 @@ void add_report(Report& report, const Options& options, const Settings& settings
             ratio_text(shape.rate(Mode::ferry_ingress_pageable) / upload) +
             "; ferry-ingress/cpu-convert " + ratio_text(ingress / convert));
   }
-
-  // Kernels are held against the faster of ferry's copy and cudaMemcpyAsync (NaN when absent).
-  const double ferry_copy = copies.ferry.gbps(),
-               copy_gbps = std::fmax(ferry_copy, copies.cuda.gbps);
-  Section& kernels = report.add_section(
-      "Normalize kernel alone (device buffer to device buffer, median GB/s)", "normalize_kernel");
-  kernels.columns = {{"shape", "shape", Unit::text, false, true}, {"output", "output_type"},
-                     {"us/command", "us_per_command", Unit::us}, {"GB/s", "gbps", Unit::gbps},
-                     {"bytes/command", "bytes_per_command", Unit::bytes, true},
-                     {"lists", "lists", Unit::count, true},
-                     {"x ferry copy", "over_ferry_copy", Unit::ratio},
-                     {"x cudaMemcpy D2D", "over_cuda_copy", Unit::ratio}};
-  for (const ShapeResults& shape : shapes) {
-    for (const auto& [type, k] : shape.kernels) {
-      kernels.add_row({to_string(shape.shape), std::string(to_string(type)), k.us_per_command(),
-                       k.gbps(), k.bytes_per_command, k.lists.reps, k.gbps() / ferry_copy,
-                       k.gbps() / copies.cuda.gbps});
-      report.summary.emplace_back(
-          "normalize " + to_string(shape.shape) + " " + std::string(to_string(type)),
-          "normalize/D2D copy " + ratio_text(k.gbps() / copy_gbps));
-    }
-  }
-  kernels.notes = {
-      "GB/s count bytes read and written: normalize reads 1 B and writes 4 B (float32) "
-      "or 2 B (float16) per element; a copy reads and writes its size. Each output is "
-      "checked bit for bit against the CPU backend's. The summary holds each kernel "
-      "against the faster of the two copies below."};
-  Section& copy =
-      report.add_section("Device-to-device copy of " + format_bytes(settings.copy_bytes) +
-                             " (median GB/s, read + written)",
-                         "device_copy");
-  const bool cuda = copies.cuda.available;
-  copy.fields = {
-      {"ferry CommandList::copy (compute queue)", "ferry_copy_gbps", ferry_copy, Unit::gbps},
-      {"cudaMemcpyAsync", "cuda_copy_gbps",
-       cuda ? Value(copies.cuda.gbps) : Value("- (" + copies.cuda.reason + ")"),
-       cuda ? Unit::gbps : Unit::text}};
 }
 
 Status run_ingress(Bench& bench) {
   const Options& options = bench.options;
   const bool quick = options.flag("--quick");
-  const std::chrono::milliseconds min_time(bench.number("--min-time-ms"));
   Settings settings;
   settings.depth = static_cast<std::uint32_t>(bench.number("--depth"));
   settings.batches = {.warmup = quick ? 2 : std::max<std::uint32_t>(5, settings.depth + 2),
                       .min_reps = quick ? 3u : 20u,
-                      .min_time = min_time};
-  settings.kernel = {static_cast<std::uint32_t>(bench.number("--kernel-commands")), min_time,
-                     (quick ? 256 : 1024) * kMiB};
-  settings.copy_bytes = bench.number("--copy-size");
+                      .min_time = std::chrono::milliseconds(bench.number("--min-time-ms"))};
   bench.skipped = {"Skipped shapes", "skipped", {}, {{"shape", "shape"}, {"reason", "reason"}}};
   std::vector<ShapeResults> shapes;
   const std::uint64_t depth = settings.depth;
@@ -404,16 +324,13 @@ Status run_ingress(Bench& bench) {
       continue;
     }
     const std::uint64_t in = resolved->input_bytes, out = resolved->output_bytes;
-    // Device: the pipeline's tensors and inputs (the largest stream), or the kernel's buffers.
-    // Host: the pageable and pinned sources, the reference and readback tensors, the largest
-    // stream's own buffers (float32 sources or cpu-convert leases), the CPU backend's copy of
-    // the kernel's input and output.
-    const std::uint64_t device_need =
-        std::max({depth * (in + out), settings.kernel.buffer_budget, in + out});
+    // Device: the pipeline's tensors and inputs (the largest stream). Host: the pageable and
+    // pinned sources, the reference and readback tensors, the largest stream's own buffers
+    // (float32 sources or cpu-convert leases).
     const std::uint64_t host_need = 2 * kSourceBatches * in + 2 * out +
-                                    std::max<std::uint64_t>(kSourceBatches, depth) * out + in +
-                                    3 * out;
-    if (bench.fits({to_string(shape)}, device_need, host_need)) shapes.push_back({shape, in, out});
+                                    std::max<std::uint64_t>(kSourceBatches, depth) * out;
+    if (bench.fits({to_string(shape)}, depth * (in + out), host_need))
+      shapes.push_back({shape, in, out});
   }
   if (shapes.empty()) return bench.end_skipped(true);
 
@@ -423,20 +340,13 @@ Status run_ingress(Bench& bench) {
         measure_shape(bench, threads, settings, 0x5eed + kSourceBatches * i, shapes[i])
             .with_context("shape " + to_string(shapes[i].shape)));
   }
-  bench.progress("measuring device-to-device copies");
-  Result<CopyBaselines> copies =
-      measure_copies(bench.device, bench.device_index(), settings.copy_bytes, settings.kernel);
-  if (!copies.ok()) {
-    return copies.status().with_context("device-to-device copy of " +
-                                        format_bytes(settings.copy_bytes));
-  }
-  add_report(bench.report, options, settings, threads.size(), shapes, *copies);
+  add_report(bench.report, options, settings, threads.size(), shapes);
   return bench.end_skipped(false);
 }
 
 int run(const Options& options, const std::string& command_line) {
-  return run_bench(options, command_line, "ferry bench ingress",
-                   {QueueKind::upload, QueueKind::compute, QueueKind::download}, true, run_ingress);
+  const auto queues = {QueueKind::upload, QueueKind::compute, QueueKind::download};
+  return run_bench(options, command_line, "ferry bench ingress", queues, false, run_ingress);
 }
 
 }  // namespace
@@ -445,20 +355,18 @@ const Command kBenchIngress = {
     .name = "bench ingress",
     .summary =
         "Image batches to normalized float tensors on the device: host conversion and a float32 "
-        "upload against ferry's IngressPipeline; the normalize op against a device copy.",
+        "upload against ferry's IngressPipeline.",
     .about =
         "Per batch shape, uint8 NHWC image batches to float32 NCHW tensors (ImageNet mean/std):\n"
-        "  cpu-convert             host threads (all) convert each batch to float32 into a pinned\n"
-        "                          lease while the previous one uploads (the old way)\n"
-        "  upload-f32              float32 converted before timing, from pinned buffers: the\n"
-        "                          transfer-only bound of the old way\n"
+        "  cpu-convert             all host threads convert each batch into a pinned lease while\n"
+        "                          the previous one uploads (the old way)\n"
+        "  upload-f32              float32 converted before timing: the old way's transfer alone\n"
         "  ferry-ingress           IngressPipeline from pinned uint8 batches (HostBatch::pinned):\n"
-        "                          upload on the upload queue, normalize on the compute queue\n"
+        "                          upload queue, then normalize on the compute queue\n"
         "  ferry-ingress-pageable  the same from ordinary memory (HostBatch::pageable)\n"
-        "in batches/s, ms per batch and host-to-device GB/s; batch 0 is checked against an exact\n"
-        "host reference (exit 1 on a mismatch), then a steady-state window is timed. Then the\n"
-        "normalize op alone (float32, float16; checked as `ferry bench op normalize` does)\n"
-        "against device-to-device copies (CommandList::copy, cudaMemcpyAsync on CUDA devices).\n",
+        "in batches/s, ms per batch and H2D GB/s. Batch 0 is checked against an exact host\n"
+        "reference (exit 1 on a mismatch), then a steady-state window is timed. The normalize\n"
+        "kernel alone: `ferry bench op normalize`.\n",
     .options = kOptions,
     .run = run,
 };

@@ -9,7 +9,6 @@
 
 #include "baselines/cuda_memcpy.hpp"
 #include "bench_common.hpp"
-#include "commands.hpp"
 
 namespace ferry::cli {
 
@@ -17,8 +16,8 @@ namespace {
 
 constexpr OptionSpec kOptions[] = {
     {.name = "--sizes", .kind = OptionKind::sizes, .metavar = "LIST",
-     .help = "comma-separated sizes with K/M/G suffixes; without it a CPU device stops at 256M. "
-             "Sizes that do not fit in device or host memory are skipped and listed",
+     .help = "comma-separated sizes (K/M/G suffixes); by default a CPU device stops at 256M. "
+             "Sizes that do not fit in memory are skipped and listed",
      .fallback = "64K,1M,16M,256M,1G", .quick = "64K,1M,16M,64M"},
     {.name = "--min-time-ms", .kind = OptionKind::count, .metavar = "N",
      .help = "time spent on each measurement after its warm-up", .fallback = "200", .quick = "50",
@@ -32,33 +31,27 @@ constexpr OptionSpec kOptions[] = {
 
 // ferry's paths, then the CUDA runtime's copies (the baselines on CUDA devices).
 enum class Mode : std::uint8_t {
-  direct,
-  pool,
-  pageable_naive,
-  pageable,
-  cuda_async,
-  cuda_pageable
+  direct, pool, pageable_naive, pageable, cuda_async, cuda_pageable
 };
 enum class Dir : std::uint8_t { h2d, d2h, both };
 constexpr const char* kModeNames[] = {"direct", "pool", "pageable-naive", "pageable"};
 constexpr const char* kDirNames[] = {"H2D", "D2H", "both"};
 constexpr Mode kModes[] = {Mode::direct, Mode::pool, Mode::pageable_naive, Mode::pageable};
 constexpr Dir kOneWay[] = {Dir::h2d, Dir::d2h};
-// Every case, in the order measured.
-constexpr std::pair<Mode, Dir> kCases[] = {
+constexpr std::pair<Mode, Dir> kCases[] = {  // in the order measured
     {Mode::direct, Dir::h2d},   {Mode::direct, Dir::d2h},         {Mode::pool, Dir::h2d},
     {Mode::pool, Dir::d2h},     {Mode::pageable_naive, Dir::h2d}, {Mode::pageable_naive, Dir::d2h},
     {Mode::pageable, Dir::h2d}, {Mode::pageable, Dir::d2h},       {Mode::pool, Dir::both}};
 
-// Bytes moved per transfer: the size, or twice the size for both directions at once.
+// Both directions at once move twice the size.
 double gbps(std::uint64_t size, Dir dir, double seconds) {
   return static_cast<double>(dir == Dir::both ? 2 * size : size) / seconds / 1e9;
 }
 
-// One direction of the pool path: chunks of pinned lease memory, a bounded number in flight.
-// H2D drops each lease right after submitting (the pool takes it back once the copy is done);
-// D2H keeps it until the copy has landed and its bytes were consumed. Timed runs send whatever
-// the leases hold (the data is "already pinned" by assumption) and drop what they receive.
+// One direction of the pool path: chunks of pinned lease memory, `window` in flight. H2D drops
+// each lease right after submitting (the pool takes it back once the copy is done); D2H keeps it
+// until the copy has landed and its bytes were consumed. Timed runs send whatever the leases hold
+// (the data is "already pinned" by assumption) and drop what they receive.
 struct PoolStream {
   const Queue& queue;
   const StagingPool& pool;
@@ -67,7 +60,7 @@ struct PoolStream {
   std::uint64_t chunk_bytes;
   unsigned window;
   std::byte* host;  // verifying: the bytes to send, or where received bytes go; else null
-  std::uint64_t next = 0;
+  std::uint64_t next = 0;  // offset of the next chunk
   struct Chunk {
     Lease lease;  // empty for H2D
     TimelinePoint done;
@@ -76,7 +69,6 @@ struct PoolStream {
   std::deque<Chunk> in_flight = {};
 
   bool all_submitted() const { return next >= device_buffer.size(); }
-  // Submits the next chunk, first retiring the oldest one when the window is full.
   Status submit_next() {
     if (all_submitted()) return ok_status();
     if (in_flight.size() >= window) FERRY_RETURN_IF_ERROR(retire_oldest());
@@ -123,7 +115,7 @@ struct Transfers {
   std::vector<std::byte> pageable = {};
 
   // Room for the whole window plus one chunk (a lease comes back only once the pool sees its
-  // copy complete), all reserved up front so that no pinned allocation is ever timed.
+  // copy complete).
   Status create_pools() {
     const std::uint64_t chunk = round_up(chunk_bytes, kStagingAlignment);
     const std::uint64_t slab = std::max<std::uint64_t>(64 * kMiB, chunk), per_slab = slab / chunk;
@@ -135,8 +127,8 @@ struct Transfers {
     return ok_status();
   }
 
-  // Buffers for `bytes`, the random pattern (`seed`) in the pinned source and in both device
-  // buffers. Those of the previous size go first.
+  // Buffers for `bytes` (those of the previous size go first), the random pattern (`seed`) in
+  // the pinned source and in both device buffers.
   Status prepare(std::uint64_t bytes, std::uint64_t seed) {
     for (Buffer* buffer : {&device_a, &device_b, &pinned_source, &pinned_target}) buffer->release();
     pattern = {};
@@ -167,9 +159,8 @@ struct Transfers {
                              upload(up, upload_pool, pattern, device_a, 0, {}, transfer));
       return done.wait(kWaitTimeout);
     }
-    if (mode == Mode::pageable) {
+    if (mode == Mode::pageable)
       return download(down, readback_pool, device_a, 0, pageable, {}, transfer);
-    }
     if (mode == Mode::pageable_naive && h2d) {
       FERRY_ASSIGN_OR_RETURN(std::span<std::byte> staging, pinned_source.host_span());
       std::memcpy(staging.data(), pattern.data(), size);
@@ -296,13 +287,12 @@ Status measure(Bench& bench, const std::vector<std::uint64_t>& sizes, Transfers&
         transfers.prepare(size, 0x5eed + i).with_context("preparing " + format_bytes(size)));
     for (const auto& [mode, dir] : kCases) {
       const std::string what = std::string(kModeNames[int(mode)]) + " " + kDirNames[int(dir)];
-      FERRY_RETURN_IF_ERROR(transfers.verify(mode, dir, what + " of " + std::to_string(size) +
-                                                            " bytes")
-                                .with_context(what + " " + format_bytes(size)));
-      Result<Timing> timing = repeat(settings, [&, mode = mode, dir = dir](std::uint64_t) {
-        return wall_time([&] { return transfers.run(mode, dir); });
-      });
-      if (!timing.ok()) return timing.status().with_context(what + " " + format_bytes(size));
+      const std::string context = what + " " + format_bytes(size);
+      Status checked = transfers.verify(mode, dir, what + " of " + std::to_string(size) + " bytes");
+      FERRY_RETURN_IF_ERROR(checked.with_context(context));
+      Result<Timing> timing =
+          time_each(settings, [&, mode = mode, dir = dir] { return transfers.run(mode, dir); });
+      if (!timing.ok()) return timing.status().with_context(context);
       r.median_gbps[{size, mode, dir}] = gbps(size, dir, timing->median_seconds);
       r.all.add_row({size, kModeNames[int(mode)], kDirNames[int(dir)], timing->reps,
                      timing->median_seconds, timing->best_seconds, r.gbps(size, mode, dir),
@@ -434,14 +424,13 @@ void add_report(Report& report, const Options& options, const std::vector<std::u
 
 Status run_transfer(Bench& bench) {
   const Options& options = bench.options;
-  // Two device buffers; on the host two pageable vectors and two pinned buffers.
   std::vector<std::uint64_t> sizes;
   bench.skipped = {"Skipped sizes", "skipped", {},
                    {{"size", "size_bytes", Unit::bytes}, {"reason", "reason"}}};
   for (std::uint64_t size : options.sizes("--sizes")) {
     if (!options.given("--sizes") && bench.device.info().is_cpu && size > 256 * kMiB) {
       bench.skipped.add_row({size, "CPU device: default sizes stop at 256 MiB (use --sizes)"});
-    } else if (bench.fits({size}, 2 * size, 4 * size)) {
+    } else if (bench.fits({size}, 2 * size, 4 * size)) {  // host: 2 pageable, 2 pinned
       sizes.push_back(size);
     }
   }
@@ -464,9 +453,8 @@ int run(const Options& options, const std::string& command_line) {
 
 const Command kBenchTransfer = {
     .name = "bench transfer",
-    .summary =
-        "Host<->device bandwidth (H2D, D2H, both at once) of the plain API path, the staging "
-        "pool and pageable memory, checked with random data.",
+    .summary = "Host<->device bandwidth (H2D, D2H, both at once) of the plain API path, the "
+               "staging pool and pageable memory, checked with random data.",
     .about =
         "Per size, host->device (H2D), device->host (D2H) and both at once:\n"
         "  direct          the whole size in one copy from/to a pinned buffer (the baseline)\n"
@@ -475,9 +463,8 @@ const Command kBenchTransfer = {
         "  pageable-naive  memcpy into a pinned buffer, then one copy (reverse for D2H)\n"
         "  both            pool H2D and D2H at once on the upload and download queues\n"
         "and on CUDA devices cudaMemcpyAsync (pinned) and cudaMemcpy (pageable). Each case is\n"
-        "checked once with random bytes (exit 1 on a mismatch), warmed up and timed for\n"
-        "--min-time-ms: median GB/s (1e9 B/s), and microseconds per transfer up to 1 MiB. Then\n"
-        "the CPU time of a small pooled transfer and the staging pools' statistics.\n",
+        "checked once with random bytes (exit 1 on a mismatch), then timed: median GB/s, and us\n"
+        "per transfer up to 1 MiB. Then a small pooled transfer's CPU time and pool statistics.\n",
     .options = kOptions,
     .run = run,
 };

@@ -2,8 +2,8 @@
 #include <iostream>
 #include <string>
 
-#include "commands.hpp"
 #include "ferry/ferry.hpp"
+#include "options.hpp"
 #include "report.hpp"
 
 namespace ferry::cli {
@@ -49,10 +49,8 @@ void add_device(Report& report, DeviceInfo info, bool available) {
   Section& queues = report.add_section(
       name + " queues (the native family and index serving each of ferry's queues)",
       "queues_" + key);
-  queues.columns = {{"queue", "kind"},
-                    {"family", "family", Unit::count},
-                    {"index", "index", Unit::count},
-                    {"shared", "shared", Unit::flag}};
+  queues.columns = {{"queue", "kind"}, {"family", "family", Unit::count},
+                    {"index", "index", Unit::count}, {"shared", "shared", Unit::flag}};
   for (const auto& queue : info.queues) {
     queues.add_row({std::string(to_string(queue.kind)), std::uint64_t{queue.family},
                     std::uint64_t{queue.index}, queue.shared});
@@ -63,10 +61,8 @@ int run(const Options& options, const std::string&) {
   Report report;
   report.tool = "ferry info";
   Section& backends = report.add_section("Backends", "backends");
-  backends.columns = {{"backend", "backend"},
-                      {"available", "available", Unit::flag},
-                      {"devices", "devices", Unit::count},
-                      {"reason", "reason"}};
+  backends.columns = {{"backend", "backend"}, {"available", "available", Unit::flag},
+                      {"devices", "devices", Unit::count}, {"reason", "reason"}};
   const std::vector<BackendInfo> listed = list_backends();
   for (const BackendInfo& backend : listed) {
     backends.add_row({std::string(to_string(backend.backend)), backend.available,
@@ -87,16 +83,12 @@ int run(const Options& options, const std::string&) {
 
 const Command kInfoCommand = {
     .name = "info",
-    .summary =
-        "Backends compiled in (available or not, and why), and every device: name, driver, "
-        "memory, queue families, and which native queue serves ferry's compute, upload "
-        "and download queues.",
+    .summary = "Backends compiled in (available or not, and why), and every device: name, driver, "
+               "memory, queue families, and the native queues serving ferry's queues.",
     .about =
-        "Lists every backend compiled in, whether it is available here (and why not), and each\n"
-        "device: name, driver, memory, queue families (index, queue count, graphics/compute/\n"
-        "transfer flags) and which native queue serves ferry's compute, upload and download\n"
-        "queues. Devices are opened briefly to learn their queue assignment when probing does\n"
-        "not give it.\n",
+        "Every backend compiled in, whether it is available here (and why not), and each device:\n"
+        "name, driver, memory, queue families and the native queue serving each of ferry's\n"
+        "queues (a device is opened briefly when probing does not give that).\n",
     .options = kOptions,
     .bench = false,
     .run = run,

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "commands.hpp"
 #include "ferry/version.hpp"
+#include "options.hpp"
 #include "report.hpp"
 
 namespace ferry::cli {
@@ -27,9 +27,8 @@ std::string program_help() {
   std::string help = "ferry " FERRY_VERSION_STRING " - portable GPU transfer runtime\n\nUsage:\n";
   for (const Command* command : kCommands) help += "  " + usage(*command) + "\n";
   help += "  ferry --help | --version\n  ferry <command> --help\n\nCommands:\n";
-  for (const Command* command : kCommands) {
+  for (const Command* command : kCommands)
     help += wrap_text("  " + std::string(command->name), command->summary, 19);
-  }
   return help +
          "\nEnvironment:\n"
          "  FERRY_VALIDATION=1   enable the API's validation layer (Vulkan: Khronos validation)\n"
@@ -51,9 +50,9 @@ std::string command_help(const Command& command) {
 }
 
 int run_command(const Command& command, const std::vector<std::string_view>& args) {
-  Parsed<Options> parsed = Options::parse(command.name, args, tables(command));
-  if (!parsed.value) return usage_error(parsed.error);
-  const Options& options = *parsed.value;
+  Result<Options> parsed = Options::parse(command.name, args, tables(command));
+  if (!parsed.ok()) return usage_error(parsed.status().message());
+  const Options& options = *parsed;
   if (options.help()) {
     std::cout << command_help(command);
     return kExitOk;
@@ -82,19 +81,19 @@ int run(const std::vector<std::string_view>& args) {
     std::cout << "ferry " FERRY_VERSION_STRING "\n";
     return kExitOk;
   }
-  if (args[0] == "bench" && (args.size() == 1 || args[1] == "--help" || args[1] == "-h")) {
-    if (args.size() == 1)
-      return usage_error("'bench' needs a benchmark name: transfer, ingress, egress or op");
+  const bool bench = args[0] == "bench";
+  if (bench && args.size() == 1)
+    return usage_error("'bench' needs a benchmark name: transfer, ingress, egress or op");
+  if (bench && (args[1] == "--help" || args[1] == "-h")) {
     for (const Command* command : kCommands) {
       if (command->bench) std::cout << command_help(*command) << "\n";
     }
     return kExitOk;
   }
-  const std::size_t words = args[0] == "bench" ? 2 : 1;
-  std::string name(args[0]);
-  if (words == 2) name.append(" ").append(args[1]);
+  const std::string name = bench ? "bench " + std::string(args[1]) : std::string(args[0]);
+  const std::vector<std::string_view> rest(args.begin() + (bench ? 2 : 1), args.end());
   for (const Command* command : kCommands) {
-    if (command->name == name) return run_command(*command, {args.begin() + words, args.end()});
+    if (command->name == name) return run_command(*command, rest);
   }
   return usage_error("unknown command '" + name + "'");
 }
@@ -128,7 +127,5 @@ DeviceOptions device_options() {
 }  // namespace ferry::cli
 
 int main(int argc, char** argv) {
-  std::vector<std::string_view> args;
-  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
-  return ferry::cli::run(args);
+  return ferry::cli::run(std::vector<std::string_view>(argv + 1, argv + argc));
 }

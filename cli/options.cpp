@@ -22,34 +22,30 @@ constexpr OptionSpec kBenchOptionList[] = {
      .help = "also write the JSON to PATH"},
 };
 
-template <typename T>
-Parsed<T> fail(std::string message) {
-  return {std::nullopt, std::move(message)};
-}
-
-// `parsed` as another type of value (a variant holding it, say), or its error.
-template <typename To, typename From>
-Parsed<To> as(Parsed<From> parsed) {
-  if (!parsed.value) return fail<To>(std::move(parsed.error));
-  return {To(std::move(*parsed.value)), {}};
-}
+Status bad(std::string message) { return Status(ErrorCode::invalid_argument, std::move(message)); }
 
 std::string quoted(std::string_view text) {
   std::string out = "'";  // appended piecewise: GCC 12 -O3 warns about "'" + string
   return out.append(text).append("'");
 }
 
-Parsed<std::uint64_t> parse_count(std::string_view text) {
-  std::uint64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error == std::errc::result_out_of_range)
-    return fail<std::uint64_t>("number too large: " + quoted(text));
-  if (text.empty() || error != std::errc() || end != text.data() + text.size())
-    return fail<std::uint64_t>("expected a number, got " + quoted(text));
-  return {value, {}};
+// A parsed value held in a variant (an Options::Value, say).
+template <typename To, typename From>
+Result<To> as(Result<From> parsed) {
+  if (!parsed.ok()) return std::move(parsed).status();
+  return To(std::move(parsed).value());
 }
 
-Parsed<std::uint64_t> parse_size(std::string_view text) {
+Result<std::uint64_t> parse_count(std::string_view text) {
+  std::uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error == std::errc::result_out_of_range) return bad("number too large: " + quoted(text));
+  if (text.empty() || error != std::errc() || end != text.data() + text.size())
+    return bad("expected a number, got " + quoted(text));
+  return value;
+}
+
+Result<std::uint64_t> parse_size(std::string_view text) {
   const std::size_t digits = std::min(text.find_first_not_of("0123456789"), text.size());
   std::string suffix(text.substr(digits));
   for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -58,76 +54,70 @@ Parsed<std::uint64_t> parse_size(std::string_view text) {
     if (suffix == unit || suffix == std::string(unit) + "b" || suffix == std::string(unit) + "ib")
       shift = bits;
   }
-  Parsed<std::uint64_t> number = parse_count(text.substr(0, digits));
-  if (shift < 0 || !number.value)
-    return fail<std::uint64_t>("bad size " + quoted(text) +
-                               " (a number with an optional K, M or G suffix)");
-  if (*number.value == 0 || *number.value > (UINT64_MAX >> shift))
-    return fail<std::uint64_t>("size out of range: " + quoted(text));
-  return {*number.value << shift, {}};
+  Result<std::uint64_t> number = parse_count(text.substr(0, digits));
+  if (shift < 0 || !number.ok())
+    return bad("bad size " + quoted(text) + " (a number with an optional K, M or G suffix)");
+  if (*number == 0 || *number > (UINT64_MAX >> shift))
+    return bad("size out of range: " + quoted(text));
+  return *number << shift;
 }
 
 // Each comma-separated item through `one`; the first error wins.
 template <typename T, typename One>
-Parsed<std::vector<T>> parse_list(std::string_view text, One one) {
+Result<std::vector<T>> parse_list(std::string_view text, One one) {
   std::vector<T> items;
   for (const std::string& item : split_list(text)) {
-    Parsed<T> parsed = one(item);
-    if (!parsed.value) return fail<std::vector<T>>(parsed.error);
-    items.push_back(std::move(*parsed.value));
+    FERRY_ASSIGN_OR_RETURN(items.emplace_back(), one(item));
   }
-  return {std::move(items), {}};
+  return items;
 }
 
 // DxDx..., each dimension 1 to 2^30; `rank` of them (0: any number); channels (a 4th
 // dimension) 1 to 4.
-Parsed<std::vector<std::uint32_t>> parse_dims(std::string_view text, std::size_t rank = 0) {
+Result<std::vector<std::uint32_t>> parse_dims(std::string_view text, std::size_t rank = 0) {
   std::vector<std::uint32_t> dims;
   for (std::string_view rest = text;;) {
     const std::size_t x = rest.find('x');
-    Parsed<std::uint64_t> dim = parse_count(rest.substr(0, x));
-    if (!dim.value || *dim.value == 0 || *dim.value > (1u << 30))
-      return fail<std::vector<std::uint32_t>>("bad shape " + quoted(text) +
-                                              " (dimensions 1 to 2^30, e.g. 64x224x224x3)");
-    dims.push_back(static_cast<std::uint32_t>(*dim.value));
+    Result<std::uint64_t> dim = parse_count(rest.substr(0, x));
+    if (!dim.ok() || *dim == 0 || *dim > (1u << 30))
+      return bad("bad shape " + quoted(text) + " (dimensions 1 to 2^30, e.g. 64x224x224x3)");
+    dims.push_back(static_cast<std::uint32_t>(*dim));
     if (x == std::string_view::npos) break;
     rest.remove_prefix(x + 1);
   }
   if (rank != 0 && (dims.size() != rank || dims[3] > 4))
-    return fail<std::vector<std::uint32_t>>("bad shape " + quoted(text) +
-                                            " (NxHxWxC with 1 to 4 channels, e.g. 64x224x224x3)");
-  return {std::move(dims), {}};
+    return bad("bad shape " + quoted(text) + " (NxHxWxC with 1 to 4 channels, e.g. 64x224x224x3)");
+  return dims;
 }
 
-Parsed<BatchShape> parse_shape(std::string_view text) {
-  Parsed<std::vector<std::uint32_t>> d = parse_dims(text, 4);
-  if (!d.value) return fail<BatchShape>(d.error);
-  return {BatchShape{(*d.value)[0], (*d.value)[1], (*d.value)[2], (*d.value)[3]}, {}};
+Result<BatchShape> parse_shape(std::string_view text) {
+  FERRY_ASSIGN_OR_RETURN(const std::vector<std::uint32_t> d, parse_dims(text, 4));
+  return BatchShape{d[0], d[1], d[2], d[3]};
 }
 
-Parsed<double> parse_millis(std::string_view text) {
+Result<double> parse_millis(std::string_view text) {
   double value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size() || !(value >= 0 && value <= 3.6e6))
-    return fail<double>("expected milliseconds (a number >= 0), got " + quoted(text));
-  return {value, {}};
+    return bad("expected milliseconds (a number >= 0), got " + quoted(text));
+  return value;
 }
 
 // `text` as the value of `spec`, or why it is not one.
-Parsed<Options::Value> parse_value(const OptionSpec& spec, std::string_view text) {
+Result<Options::Value> parse_value(const OptionSpec& spec, std::string_view text) {
   using Value = Options::Value;
   switch (spec.kind) {
     case OptionKind::count:
     case OptionKind::size: {
       const bool bytes = spec.kind == OptionKind::size;
-      const Parsed<std::uint64_t> value = bytes ? parse_size(text) : parse_count(text);
-      if (!value.value) return fail<Value>(value.error);
+      FERRY_ASSIGN_OR_RETURN(const std::uint64_t value,
+                             bytes ? parse_size(text) : parse_count(text));
       auto show = [&](std::uint64_t v) { return bytes ? format_bytes(v) : std::to_string(v); };
-      if (*value.value < spec.min || *value.value > spec.max)
-        return fail<Value>("must be " + show(spec.min) + " to " + show(spec.max));
-      if (*value.value % spec.multiple != 0)
-        return fail<Value>("must be a multiple of " + std::to_string(spec.multiple));
-      return {*value.value, {}};
+      if (value < spec.min || value > spec.max)
+        return bad("must be " + show(spec.min) + " to " + show(spec.max));
+      if (value % spec.multiple != 0)
+        return bad("must be a multiple of " + std::to_string(spec.multiple));
+      return Value(value);
     }
     case OptionKind::choice:
     case OptionKind::choices: {
@@ -136,10 +126,10 @@ Parsed<Options::Value> parse_value(const OptionSpec& spec, std::string_view text
                                          ? std::vector{std::string(text)}
                                          : split_list(text)) {
         if (std::find(known.begin(), known.end(), item) == known.end())
-          return fail<Value>("unknown value " + quoted(item) + " (one of " +
-                             std::string(spec.choices) + ")");
+          return bad("unknown value " + quoted(item) + " (one of " + std::string(spec.choices) +
+                     ")");
       }
-      return {std::string(text), {}};
+      return Value(std::string(text));
     }
     case OptionKind::sizes:
       return as<Value>(parse_list<std::uint64_t>(text, parse_size));
@@ -152,12 +142,12 @@ Parsed<Options::Value> parse_value(const OptionSpec& spec, std::string_view text
     case OptionKind::op_sizes:
       return as<Value>(parse_op_sizes(text));
     case OptionKind::text:
-      if (text.empty()) return fail<Value>("needs a value");
-      return {std::string(text), {}};
+      if (text.empty()) return bad("needs a value");
+      return Value(std::string(text));
     case OptionKind::flag:
       break;
   }
-  return {Value(), {}};
+  return Value();
 }
 
 }  // namespace
@@ -179,21 +169,18 @@ std::vector<std::string> split_list(std::string_view text) {
   }
 }
 
-Parsed<std::vector<OpSize>> parse_op_sizes(std::string_view text) {
-  return parse_list<OpSize>(text, [](std::string_view item) -> Parsed<OpSize> {
+Result<std::vector<OpSize>> parse_op_sizes(std::string_view text) {
+  return parse_list<OpSize>(text, [](std::string_view item) -> Result<OpSize> {
     if (item.find('x') == std::string_view::npos) {
-      Parsed<std::uint64_t> bytes = parse_size(item);
-      if (!bytes.value) return fail<OpSize>(bytes.error);
-      return {OpSize{*bytes.value, std::nullopt}, {}};
+      FERRY_ASSIGN_OR_RETURN(const std::uint64_t bytes, parse_size(item));
+      return OpSize{bytes, std::nullopt};
     }
-    Parsed<BatchShape> shape = parse_shape(item);
-    if (!shape.value) return fail<OpSize>(shape.error);
-    const BatchShape& s = *shape.value;
-    return {OpSize{std::uint64_t{s[0]} * s[1] * s[2] * s[3], s}, {}};
+    FERRY_ASSIGN_OR_RETURN(const BatchShape s, parse_shape(item));
+    return OpSize{std::uint64_t{s[0]} * s[1] * s[2] * s[3], s};
   });
 }
 
-Parsed<Options> Options::parse(std::string_view command, const std::vector<std::string_view>& args,
+Result<Options> Options::parse(std::string_view command, const std::vector<std::string_view>& args,
                                const OptionTables& tables) {
   Options options;
   std::map<std::string, const OptionSpec*, std::less<>> specs;
@@ -205,7 +192,7 @@ Parsed<Options> Options::parse(std::string_view command, const std::vector<std::
     const std::string_view arg = args[i];
     if (arg == "--help" || arg == "-h") {
       options.help_ = true;
-      return {std::move(options), {}};
+      return options;
     }
     if (!arg.starts_with("--")) {
       options.operands_.emplace_back(arg);
@@ -214,41 +201,38 @@ Parsed<Options> Options::parse(std::string_view command, const std::vector<std::
     const std::size_t eq = arg.find('=');
     const std::string name(arg.substr(0, eq));
     const auto spec = specs.find(name);
-    if (spec == specs.end()) return fail<Options>(prefix + "unknown option " + quoted(name));
+    if (spec == specs.end()) return bad(prefix + "unknown option " + quoted(name));
     std::string_view value;
     if (spec->second->kind == OptionKind::flag) {
-      if (eq != std::string_view::npos)
-        return fail<Options>(prefix + quoted(name) + " takes no value");
+      if (eq != std::string_view::npos) return bad(prefix + quoted(name) + " takes no value");
     } else if (eq != std::string_view::npos) {
       value = arg.substr(eq + 1);
     } else if (i + 1 < args.size()) {
       value = args[++i];
     } else {
-      return fail<Options>(prefix + quoted(name) + " needs a value");
+      return bad(prefix + quoted(name) + " needs a value");
     }
-    Parsed<Value> parsed = parse_value(*spec->second, value);
-    if (!parsed.value) return fail<Options>(prefix + name + ": " + parsed.error);
+    Result<Value> parsed = parse_value(*spec->second, value);
+    if (!parsed.ok()) return std::move(parsed).status().with_context(prefix + name);
     options.given_.insert(name);
     options.texts_[name] = std::string(value);
-    options.values_[name] = std::move(*parsed.value);
+    options.values_[name] = std::move(parsed).value();
   }
   for (const auto& [name, spec] : specs) {
-    if (!spec->excludes.empty() && options.given(name) && options.given(spec->excludes)) {
-      return fail<Options>(prefix + name + " and " + std::string(spec->excludes) +
-                           " exclude each other");
-    }
+    if (!spec->excludes.empty() && options.given(name) && options.given(spec->excludes))
+      return bad(prefix + name + " and " + std::string(spec->excludes) + " exclude each other");
     // Defaults take the same path as given values; a bad one is this program's bug.
     for (std::string_view fallback : {spec->fallback, spec->quick}) {
-      if (const auto parsed = parse_value(*spec, fallback); !fallback.empty() && !parsed.value)
-        return fail<Options>("internal: bad default of " + name + ": " + parsed.error);
+      if (Result<Value> parsed = parse_value(*spec, fallback); !fallback.empty() && !parsed.ok())
+        return bad("internal: bad default of " + name + ": " + parsed.status().message());
     }
     const bool quick = options.flag("--quick") && !spec->quick.empty();
     const std::string_view fallback = quick ? spec->quick : spec->fallback;
     if (options.given(name) || fallback.empty()) continue;
     options.texts_[name] = std::string(fallback);
-    options.values_[name] = *parse_value(*spec, fallback).value;
+    options.values_[name] = parse_value(*spec, fallback).value();
   }
-  return {std::move(options), {}};
+  return options;
 }
 
 std::string Options::text(std::string_view name) const {

@@ -1,6 +1,6 @@
-// The option table of the `ferry` commands. Each option is declared once (name, kind of value,
-// default as it would be typed, help text); parsing, validation and the --help text are
-// generated from the declarations, and defaults go through the same parser as given values.
+// The `ferry` commands and their options. Each option is declared once (name, kind of value,
+// default as typed, help); parsing, validation and --help come from the declarations, and
+// defaults go through the same parser as given values.
 #pragma once
 
 #include <array>
@@ -14,6 +14,9 @@
 #include <string_view>
 #include <variant>
 #include <vector>
+
+#include "ferry/device.hpp"
+#include "ferry/status.hpp"
 
 namespace ferry::cli {
 
@@ -45,26 +48,18 @@ struct OptionSpec {
   std::string_view excludes = {};  // an option that may not be given with this one
 };
 
-// The options every `ferry bench` command takes: --backend, --device, --quick, --json,
-// --json-file.
+// --backend, --device, --quick, --json, --json-file.
 extern const std::span<const OptionSpec> kBenchOptions;
-
-// Either a value or the message of a usage error.
-template <typename T>
-struct Parsed {
-  std::optional<T> value;
-  std::string error;  // set when value is empty
-};
 
 // An image batch shape NxHxWxC (batch, height, width, channels), e.g. 64x224x224x3.
 using BatchShape = std::array<std::uint32_t, 4>;
-std::string to_string(const BatchShape& shape);  // "64x224x224x3"
+std::string to_string(const BatchShape& shape);
 // An op's input size: bytes, or an image batch shape (bytes: its uint8 size).
 struct OpSize {
   std::uint64_t bytes = 0;
   std::optional<BatchShape> shape;
 };
-Parsed<std::vector<OpSize>> parse_op_sizes(std::string_view text);
+Result<std::vector<OpSize>> parse_op_sizes(std::string_view text);
 std::vector<std::string> split_list(std::string_view text);  // at commas
 
 using OptionTables = std::vector<std::span<const OptionSpec>>;
@@ -73,8 +68,8 @@ using OptionTables = std::vector<std::span<const OptionSpec>>;
 // value, else its --quick default (under --quick), else its default; zero or empty when none.
 class Options {
  public:
-  // A usage error names the command (`command`, e.g. "bench transfer").
-  static Parsed<Options> parse(std::string_view command, const std::vector<std::string_view>& args,
+  // An error is a usage error, its message for the user.
+  static Result<Options> parse(std::string_view command, const std::vector<std::string_view>& args,
                                const OptionTables& tables);
 
   bool help() const { return help_; }
@@ -91,7 +86,6 @@ class Options {
   // Arguments that are not options (`ferry bench op NAME`).
   const std::vector<std::string>& operands() const { return operands_; }
 
-  // A parsed value: a count or size, milliseconds, text, or a list.
   using Value = std::variant<std::monostate, std::uint64_t, double, std::string,
                              std::vector<std::uint64_t>, std::vector<BatchShape>,
                              std::vector<std::uint32_t>, std::vector<OpSize>>;
@@ -111,7 +105,31 @@ class Options {
   bool help_ = false;
 };
 
-// The "Options:" part of a command's --help, wrapped to 100 columns.
+// The "Options:" part of a command's --help.
 std::string options_help(const OptionTables& tables);
+
+// Exit statuses: 0 success, 1 a library error or wrong data, 2 bad command-line usage.
+inline constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2;
+
+// "ferry: <message>" and a pointer to --help on stderr; returns kExitUsage.
+int usage_error(std::string_view message);
+// The library error on stderr; returns kExitFailure.
+int library_error(const Status& status, std::string_view context = {});
+// Validation and driver messages go to stderr, one per line.
+DeviceOptions device_options();
+
+// One command of the program: its help and options, and what runs it.
+struct Command {
+  std::string_view name = {};                // "bench transfer"
+  std::string_view summary = {};             // its paragraph in `ferry --help`
+  std::string_view about = {};               // its own --help, before the options
+  std::span<const OptionSpec> options = {};  // its own; a bench also takes kBenchOptions
+  bool bench = true;
+  std::string_view operand = {};            // "NAME": one argument that is not an option
+  std::string (*operand_help)() = nullptr;  // more help about it
+  int (*run)(const Options& options, const std::string& command_line) = nullptr;  // as typed
+};
+
+extern const Command kInfoCommand, kBenchTransfer, kBenchIngress, kBenchEgress, kBenchOp;
 
 }  // namespace ferry::cli

@@ -14,10 +14,10 @@
 
 namespace ferry::cli {
 
-// How a value reads. Each unit has one text format (the unit itself is in the column header,
-// or follows a field's value) and one JSON form (the number as measured): flag "yes"/"no", bytes
-// "64 KiB" (a byte count in JSON), gbps 1e9 bytes per second, number a rate or other plain
-// number (batches/s), ratio "1.23x", percent a fraction shown as "95.6%".
+// How a value reads: one text format per unit (the unit itself is in the column header, or
+// follows a field's value) and one JSON form (the number as measured). bytes: "64 KiB" (a count
+// in JSON); gbps: 1e9 bytes per second; number: a rate or other plain number; ratio: "1.23x";
+// percent: a fraction shown as "95.6%".
 enum class Unit : std::uint8_t {
   text, count, flag, bytes, gbps, ms, us, seconds, number, ratio, percent
 };
@@ -67,8 +67,7 @@ struct Report {
     sections.push_back({std::move(title), std::move(key), {}, {}, {}, {}, false});
     return sections.back();
   }
-  // The header's "method" (how the figures were measured) and the settings behind it, as JSON
-  // members only.
+  // The header's "method" (how the figures were measured), and its settings as JSON members.
   void add_method(std::string text, std::initializer_list<std::pair<const char*, Value>> settings) {
     header.push_back({"method", "method", std::move(text)});
     for (const auto& [key, value] : settings) header.push_back({"", key, value, Unit::text, true});
@@ -81,13 +80,11 @@ void render_json(const Report& report, std::ostream& out);
 // A value as a table cell shows it: "1.23x", "95.6%", "64 KiB", "-" for NaN.
 std::string format_value(const Value& value, Unit unit);
 inline std::string ratio_text(double ratio) { return format_value(ratio, Unit::ratio); }
-// 65536 -> "64 KiB", 1610612736 -> "1.5 GiB", 100 -> "100 B".
-std::string format_bytes(std::uint64_t bytes);
-// The current time as "2026-11-22 03:48:05 UTC".
-std::string utc_timestamp();
-// `lead` (e.g. "  --sizes LIST"), then `text` word-wrapped to `width` columns with every line of
-// it starting at column `indent` (on a line of its own when `lead` reaches that column).
-// Newlines in `text` are kept. Ends with a newline.
+std::string format_bytes(std::uint64_t bytes);  // 65536: "64 KiB", 1610612736: "1.5 GiB"
+std::string utc_timestamp();                    // "2026-11-22 03:48:05 UTC"
+// `lead` (e.g. "  --sizes LIST"), then `text` word-wrapped to `width` columns, every line of it
+// from column `indent` (on a line of its own when `lead` reaches that column); newlines in
+// `text` kept. Ends with a newline.
 std::string wrap_text(std::string_view lead, std::string_view text, std::size_t indent,
                       std::size_t width = 100);
 

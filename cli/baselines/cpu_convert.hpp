@@ -1,7 +1,6 @@
 // The host side of the old way to feed a GPU: convert uint8 NHWC images to normalized float32
 // NCHW on the CPU, on every hardware thread, then upload four times the bytes. Also the exact
-// reference (one fma per element, as ferry's normalize computes) that the benchmark checks
-// every path against.
+// reference (one fma per element, as ferry's normalize computes) every path is checked against.
 #pragma once
 
 #include <barrier>
@@ -40,10 +39,7 @@ class HostThreadPool {
 
 // A tightly packed uint8 NHWC batch.
 struct HostImageBatch {
-  std::uint32_t batch = 0;
-  std::uint32_t height = 0;
-  std::uint32_t width = 0;
-  std::uint32_t channels = 0;  // 1 to 4
+  std::uint32_t batch = 0, height = 0, width = 0, channels = 0;  // channels: 1 to 4
 };
 
 enum class ConvertRounding : std::uint8_t {
@@ -52,8 +48,7 @@ enum class ConvertRounding : std::uint8_t {
              // built without FMA instructions, where it is a library call per element)
 };
 
-// Writes the float32 NCHW tensor of `src` (shape.batch * channels * height * width floats) to
-// dst, image rows split over the pool's threads.
+// The float32 NCHW tensor of `src` into `dst`, image rows split over the pool's threads.
 void convert_nhwc_to_nchw_f32(const HostImageBatch& shape, const std::uint8_t* src, float* dst,
                               const NormalizeFactors& factors, ConvertRounding rounding,
                               HostThreadPool& pool);

@@ -23,8 +23,7 @@ Status sync(cudaStream_t stream) {
   return cuda_status("cudaStreamSynchronize", cudaStreamSynchronize(stream));
 }
 
-// The CUDA memory (pinned buffers filled) and streams of one baseline, on device `index`, freed
-// whatever happens.
+// The CUDA memory (pinned buffers filled) and streams of one baseline, freed whatever happens.
 struct CudaResources {
   std::vector<void*> device, pinned;
   std::vector<cudaStream_t> streams;
@@ -55,13 +54,6 @@ struct CudaResources {
     return ok_status();
   }
 };
-
-// The median seconds of `body` through the benches' timing loop.
-Result<double> median_seconds(const std::function<Status()>& body, const RepeatSettings& settings) {
-  FERRY_ASSIGN_OR_RETURN(Timing timing,
-                         repeat(settings, [&](std::uint64_t) { return wall_time(body); }));
-  return timing.median_seconds;
-}
 
 // `out` with available set from `status`, or why not.
 template <typename Baseline>
@@ -113,8 +105,8 @@ CudaMemcpyBaseline measure_cuda_memcpy(int device, std::uint64_t bytes,
            return sync(down);
          }}};
     for (const auto& [gbps, copy] : copies) {
-      FERRY_ASSIGN_OR_RETURN(const double seconds, median_seconds(copy, settings));
-      *gbps = static_cast<double>(bytes) / seconds / 1e9;
+      FERRY_ASSIGN_OR_RETURN(const Timing timing, time_each(settings, copy));
+      *gbps = static_cast<double>(bytes) / timing.median_seconds / 1e9;
     }
     out.both_pinned *= 2;  // both directions' bytes
     return ok_status();
@@ -141,8 +133,8 @@ CudaCopyBaseline measure_cuda_memcpy_d2d(int device, std::uint64_t bytes, std::u
       }
       return sync(stream);
     };
-    FERRY_ASSIGN_OR_RETURN(const double seconds, median_seconds(copies, settings));
-    out.gbps = 2.0 * static_cast<double>(bytes) * commands / seconds / 1e9;
+    FERRY_ASSIGN_OR_RETURN(const Timing timing, time_each(settings, copies));
+    out.gbps = 2.0 * static_cast<double>(bytes) * commands / timing.median_seconds / 1e9;
     return ok_status();
   }();
   return with_status(std::move(out), status);
@@ -168,11 +160,9 @@ CudaNaiveEgress measure_cuda_naive_egress(int device, std::uint64_t bytes, doubl
     FERRY_RETURN_IF_ERROR(cuda.create(device, n, 1, 0, 1));
     // Calibration: the median of three lists of memsets after a warm-up list.
     constexpr std::uint32_t kPerList = 4;
-    FERRY_ASSIGN_OR_RETURN(Timing list, repeat(exactly(1, 3), [&](std::uint64_t) {
-                             return wall_time([&]() -> Status {
-                               FERRY_RETURN_IF_ERROR(memsets(kPerList, 0));
-                               return sync(cuda.streams[0]);
-                             });
+    FERRY_ASSIGN_OR_RETURN(Timing list, time_each(exactly(1, 3), [&]() -> Status {
+                             FERRY_RETURN_IF_ERROR(memsets(kPerList, 0));
+                             return sync(cuda.streams[0]);
                            }));
     out.memsets = static_cast<std::uint32_t>(std::clamp(
         std::lround(compute_ms / 1e3 / (list.median_seconds / kPerList)), 1L, 1'000'000L));
@@ -209,28 +199,19 @@ CudaNaiveEgress measure_cuda_naive_egress(int device, std::uint64_t bytes, doubl
 
 namespace ferry::cli {
 
-namespace {
-
-template <typename Baseline>
-Baseline unavailable() {
-  Baseline out;
-  out.reason = "this ferry was built without the CUDA backend";
-  return out;
-}
-
-}  // namespace
+constexpr const char* kNoCuda = "this ferry was built without the CUDA backend";
 
 CudaMemcpyBaseline measure_cuda_memcpy(int, std::uint64_t, const RepeatSettings&) {
-  return unavailable<CudaMemcpyBaseline>();
+  return {.reason = kNoCuda};
 }
 
 CudaCopyBaseline measure_cuda_memcpy_d2d(int, std::uint64_t, std::uint32_t, const RepeatSettings&) {
-  return unavailable<CudaCopyBaseline>();
+  return {.reason = kNoCuda};
 }
 
 CudaNaiveEgress measure_cuda_naive_egress(int, std::uint64_t, double, std::uint32_t, std::uint32_t,
                                           const CudaNaiveHostWork&) {
-  return unavailable<CudaNaiveEgress>();
+  return {.reason = kNoCuda};
 }
 
 }  // namespace ferry::cli

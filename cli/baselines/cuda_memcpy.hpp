@@ -1,7 +1,6 @@
 // The plain CUDA runtime as the benches' baseline on CUDA devices, measured in the same run as
-// ferry's paths so that ratios compare like with like: cudaMemcpyAsync from/to pinned memory
-// (cudaHostAlloc), cudaMemcpy from/to pageable memory, cudaMemcpyAsync between device buffers,
-// and the naive egress loop. Built only with the CUDA backend; elsewhere `available` is false.
+// ferry's paths so that ratios compare like with like. Built only with the CUDA backend;
+// elsewhere `available` is false.
 #pragma once
 
 #include <array>
@@ -12,7 +11,7 @@
 #include <span>
 #include <string>
 
-#include "timing.hpp"
+#include "bench_common.hpp"
 
 namespace ferry::cli {
 
@@ -25,17 +24,15 @@ struct CudaMemcpyBaseline {
   double both_pinned = 0;               // H2D and D2H at once on two streams, total GB/s
 };
 
-// Each copy timed by the benches' timing loop with `settings`.
 CudaMemcpyBaseline measure_cuda_memcpy(int device, std::uint64_t bytes,
                                        const RepeatSettings& settings);
 
-// Device-to-device copies: `commands` cudaMemcpyAsync of `bytes` on one stream, then
-// cudaStreamSynchronize, timed the same way.
+// `commands` cudaMemcpyAsync of `bytes` between device buffers on one stream, then
+// cudaStreamSynchronize.
 struct CudaCopyBaseline {
   bool available = false;
   std::string reason;
-  // Median, counting the bytes read and the bytes written (2 * bytes); NaN when unavailable.
-  double gbps = std::numeric_limits<double>::quiet_NaN();
+  double gbps = std::numeric_limits<double>::quiet_NaN();  // median, read + written (2 * bytes)
 };
 
 CudaCopyBaseline measure_cuda_memcpy_d2d(int device, std::uint64_t bytes, std::uint32_t commands,
@@ -47,20 +44,19 @@ CudaCopyBaseline measure_cuda_memcpy_d2d(int device, std::uint64_t bytes, std::u
 struct CudaNaiveEgress {
   bool available = false;
   std::string reason;
-  Status host_error;           // the host work's error, when it failed
+  Status host_error = {};      // the host work's error, when it failed
   std::uint32_t memsets = 0;   // per step, chosen so that they take about compute_ms
   double compute_seconds = 0;  // per step: the memsets alone, back to back
   std::uint64_t steps = 0;     // timed
   double seconds = 0;          // the timed steps, first memset to last host work
 };
 
-// The host work of one step: `bytes` should hold `pattern` (a 32-bit little-endian word,
-// repeated) everywhere. An error stops the loop.
+// The host work of one step: `bytes` should hold `pattern` (a 32-bit word, repeated); an error
+// stops the loop.
 using CudaNaiveHostWork = std::function<Status(std::uint64_t step, std::span<const std::byte> bytes,
                                                std::uint32_t pattern)>;
 
-// `warmup` untimed steps, then `steps` timed ones, each with a distinct byte pattern (the last
-// memset writes it) that host_work receives.
+// `warmup` untimed steps, then `steps` timed ones, each with its own byte pattern.
 CudaNaiveEgress measure_cuda_naive_egress(int device, std::uint64_t bytes, double compute_ms,
                                           std::uint32_t warmup, std::uint32_t steps,
                                           const CudaNaiveHostWork& host_work);
