@@ -1,5 +1,6 @@
 #include "bench_common.hpp"
 
+#include <cerrno>
 #include <unistd.h>
 
 #include <algorithm>
@@ -102,8 +103,9 @@ std::string memory_shortfall(const DeviceInfo& device, std::uint64_t device_need
     if (key == "MemAvailable:") host_available = kib * 1024;
   }
   if (device.device_memory_bytes != 0 && device_need > device.device_memory_bytes / 10 * 9) {
-    return "needs " + format_bytes(device_need) + " of device memory, " +
-           format_bytes(device.device_memory_bytes) + " exist";
+    // 10% is left for the driver, the staging pools and fragmentation.
+    return "needs " + format_bytes(device_need) + " of device memory, more than 90% of the " +
+           format_bytes(device.device_memory_bytes) + " the device has";
   }
   if (device.is_cpu) host_need += device_need;
   if (host_available != 0 && host_need > host_available / 10 * 8) {
@@ -256,8 +258,11 @@ int run_bench(const Options& options, const std::string& command_line, std::stri
   if (const std::string path = options.text("--json-file"); !path.empty()) {
     std::ofstream file(path);
     render_json(bench.report, file);
+    errno = 0;
+    file.close();
     if (!file) {
-      std::cerr << "ferry: error: cannot write " << path << "\n";
+      std::cerr << "ferry: error: cannot write " << path << ": "
+                << (errno != 0 ? std::strerror(errno) : "write failed") << "\n";
       return kExitFailure;
     }
   }

@@ -1,5 +1,9 @@
 // `ferry`: inspect backends and devices, and benchmark transfers, ingress, egress and ops,
 // through the public API only.
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -34,6 +38,7 @@ std::string program_help() {
          "  FERRY_VALIDATION=1   enable the API's validation layer (Vulkan: Khronos validation)\n"
          "  FERRY_FAULTS=...     fail calls on purpose to test error paths, e.g. submit=3 or\n"
          "                       alloc=p0.01,seed=7 (sites alloc, submit, wait, thread)\n"
+         "  FERRY_VERBOSE=1      error messages also give the source location inside ferry\n"
          "\nExit status: 0 success, 1 error (library error or wrong data), 2 bad usage.\n";
 }
 
@@ -62,6 +67,15 @@ int run_command(const Command& command, const std::vector<std::string_view>& arg
     return usage_error(std::string(command.name) +
                        (operands == 0 ? ": unexpected argument '" + options.operands()[0] + "'"
                                       : ": needs one " + std::string(command.operand)));
+  }
+  // A --json-file that cannot be written is found now, not after the whole benchmark.
+  if (options.given("--json-file")) {
+    const std::string path = options.text("--json-file");
+    if (std::FILE* file = std::fopen(path.c_str(), "a")) {
+      std::fclose(file);
+    } else {
+      return usage_error("--json-file " + path + ": " + std::strerror(errno));
+    }
   }
   std::string line = "ferry " + std::string(command.name);
   for (std::string_view arg : args) line.append(" ").append(arg);
@@ -108,7 +122,13 @@ int usage_error(std::string_view message) {
 int library_error(const Status& status, std::string_view context) {
   std::cerr << "ferry: error: ";
   if (!context.empty()) std::cerr << context << ": ";
-  std::cerr << status.to_string() << '\n';
+  // The source location is for ferry's developers: shown only with FERRY_VERBOSE.
+  const char* verbose = std::getenv("FERRY_VERBOSE");
+  if (verbose != nullptr && verbose[0] != '\0' && std::string_view(verbose) != "0") {
+    std::cerr << status.to_string() << '\n';
+  } else {
+    std::cerr << to_string(status.code()) << ": " << status.message() << '\n';
+  }
   return kExitFailure;
 }
 
@@ -127,5 +147,15 @@ DeviceOptions device_options() {
 }  // namespace ferry::cli
 
 int main(int argc, char** argv) {
-  return ferry::cli::run(std::vector<std::string_view>(argv + 1, argv + argc));
+  int status = ferry::cli::run(std::vector<std::string_view>(argv + 1, argv + argc));
+  // Output that did not reach its file (a full disk, /dev/full, a closed pipe) is a failure.
+  errno = 0;
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout) {
+    const int error = errno;
+    std::cerr << "ferry: error: cannot write the output: "
+              << (error != 0 ? std::strerror(error) : "write failed") << '\n';
+    if (status == ferry::cli::kExitOk) status = ferry::cli::kExitFailure;
+  }
+  return status;
 }

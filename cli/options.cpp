@@ -12,7 +12,7 @@ namespace {
 
 constexpr OptionSpec kBenchOptionList[] = {
     {.name = "--backend", .kind = OptionKind::choice, .metavar = "NAME",
-     .help = "auto (the first available of cuda, vulkan and cpu), cpu, vulkan or cuda",
+     .help = "auto (a GPU: cuda, then vulkan; else the CPU backend), cpu, vulkan or cuda",
      .fallback = "auto", .choices = "auto,cpu,vulkan,cuda"},
     {.name = "--device", .kind = OptionKind::count, .metavar = "N",
      .help = "device index within the backend", .fallback = "0", .max = 1024},
