@@ -172,7 +172,11 @@ Status compare_bytes(std::span<const std::byte> actual, std::span<const std::byt
 }
 
 void Bench::progress(const std::string& what) const {
-  if (!options.flag("--json") && isatty(STDERR_FILENO) != 0) std::cerr << "ferry: " << what << "\n";
+  if (options.flag("--json") || isatty(STDERR_FILENO) == 0) return;
+  static const auto start = std::chrono::steady_clock::now();  // the first progress line
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::steady_clock::now() - start).count();
+  std::cerr << "ferry: [" << seconds << " s] " << what << "\n";
 }
 
 bool Bench::fits(std::vector<Value> item, std::uint64_t device_need, std::uint64_t host_need) {
@@ -239,6 +243,13 @@ int run_bench(const Options& options, const std::string& command_line, std::stri
       {"", "device_memory_bytes", info.device_memory_bytes, Unit::bytes, true},
       {"queues", "queues", queue_text},
   };
+  // Text: what runs is on the screen at once; the tables follow when measured.
+  const bool json = options.flag("--json");
+  if (!json) {
+    render_text_header(bench.report, std::cout);
+    std::cout.flush();
+  }
+  const std::size_t header_fields_shown = bench.report.header.size();
   Status status = body(bench);
   if (status.ok()) status = bench.device.wait_idle(kWaitTimeout);
   if (!status.ok()) return library_error(status, bench.report.tool);
@@ -250,10 +261,10 @@ int run_bench(const Options& options, const std::string& command_line, std::stri
   if (Status closed = bench.device.close(std::chrono::seconds(60)); !closed.ok()) {
     return library_error(closed, "closing the device");
   }
-  if (options.flag("--json")) {
+  if (json) {
     render_json(bench.report, std::cout);
   } else {
-    render_text(bench.report, std::cout);
+    render_text_rest(bench.report, header_fields_shown, std::cout);
   }
   if (const std::string path = options.text("--json-file"); !path.empty()) {
     std::ofstream file(path);

@@ -35,11 +35,14 @@ std::string format_fixed(double value, int decimals) {
   return text;
 }
 
-void render_fields(const std::vector<Field>& fields, std::ostream& out) {
+// `fields[from..]`, labels padded to the widest of all `fields` (so a header printed in two parts
+// stays aligned).
+void render_fields(const std::vector<Field>& fields, std::ostream& out, std::size_t from = 0) {
   std::size_t width = 0;
   for (const Field& field : fields)
     width = std::max(width, field.json_only ? 0 : field.label.size());
-  for (const Field& field : fields) {
+  for (std::size_t i = from; i < fields.size(); ++i) {
+    const Field& field = fields[i];
     if (field.json_only) continue;
     std::string value = format_value(field.value, field.unit);
     if (value != "-") value += names(field.unit).suffix;
@@ -153,8 +156,17 @@ std::string format_value(const Value& value, Unit unit) {
 }
 
 void render_text(const Report& report, std::ostream& out) {
+  render_text_header(report, out);
+  render_text_rest(report, report.header.size(), out);
+}
+
+void render_text_header(const Report& report, std::ostream& out) {
   out << report.tool << " (ferry " FERRY_VERSION_STRING ")\n";
   render_fields(report.header, out);
+}
+
+void render_text_rest(const Report& report, std::size_t header_fields_shown, std::ostream& out) {
+  render_fields(report.header, out, header_fields_shown);
   for (const Section& section : report.sections) {
     if (section.json_only) continue;
     out << "\n" << wrap_text("", section.title, 0, kTextWidth);

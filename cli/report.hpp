@@ -75,6 +75,11 @@ struct Report {
 };
 
 void render_text(const Report& report, std::ostream& out);
+// render_text in two parts: the title and header (printed by a bench before it measures, so a
+// person sees at once what runs), then the header fields added since (the first
+// `header_fields_shown` are skipped), the sections and the summary.
+void render_text_header(const Report& report, std::ostream& out);
+void render_text_rest(const Report& report, std::size_t header_fields_shown, std::ostream& out);
 void render_json(const Report& report, std::ostream& out);
 
 // A value as a table cell shows it: "1.23x", "95.6%", "64 KiB", "-" for NaN.
