@@ -273,6 +273,53 @@ TEST_CASE("failures: several threads closing one egress pipeline at once all ret
   });
 }
 
+TEST_CASE("failures: a throwing ingress transform fails the call or only its own batch") {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
+    const ferry::NormalizeParams params = ferry_test::awkward_params(t.rng);
+    const ferry::IngressTransform normalize = REQUIRE_VALUE(ferry::normalize_transform(params));
+    const auto shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
+    const auto batches = ferry_test::make_batches(t.rng, 4, shape.input_bytes);
+    auto source = [&](std::uint64_t index) -> ferry::Result<std::optional<HostBatch>> {
+      if (index >= batches.size()) return std::optional<HostBatch>();
+      return std::optional<HostBatch>(HostBatch::pageable(batches[index]));
+    };
+    // Call 0 is create()'s probe, call k + 1 records batch k.
+    auto throwing_on = [&](int bad_call) {
+      auto calls = std::make_shared<int>(0);
+      IngressOptions options;
+      options.transform = normalize;
+      options.transform.record = [normalize, calls, bad_call](ferry::CommandList& commands,
+                                                               const ferry::BufferRef& in,
+                                                               const ferry::BufferRef& out) {
+        if ((*calls)++ == bad_call) throw std::runtime_error("transform bug");
+        return normalize.record(commands, in, out);
+      };
+      return options;
+    };
+
+    const auto refused = IngressPipeline::create(t.device, throwing_on(0), source);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().code() == ErrorCode::internal);
+    CHECK(refused.status().message().find("transform bug") != std::string::npos);
+
+    IngressPipeline ingress = REQUIRE_VALUE(IngressPipeline::create(t.device, throwing_on(2), source));
+    for (std::uint64_t i = 0; i < batches.size(); ++i) {
+      INFO("batch " << i);
+      auto next = ingress.next(ferry_test::kLongWait);
+      if (i == 1) {
+        REQUIRE_FALSE(next.ok());
+        CHECK(next.status().code() == ErrorCode::internal);
+        CHECK(next.status().message().find("transform bug") != std::string::npos);
+        continue;
+      }
+      std::optional<IngressBatch> batch = REQUIRE_VALUE(std::move(next));
+      REQUIRE(batch.has_value());
+      ferry_test::check_batch(t, *batch, params, batches[i]);
+    }
+    CHECK_FALSE(REQUIRE_VALUE(ingress.next(ferry_test::kLongWait)).has_value());
+  });
+}
+
 TEST_CASE("failures: a throwing source or consumer fails only its own batch or step") {
   ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
     IngressOptions options;

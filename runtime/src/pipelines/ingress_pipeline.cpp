@@ -70,6 +70,18 @@ struct IngressBatch::Slot::Ring {
 
 namespace {
 
+// Records the transform (user code when it is not one of ferry's): an exception it throws becomes
+// an error of the call, never the end of the process.
+Status record_transform(const IngressTransform& transform, CommandList& commands,
+                        const BufferRef& input, const BufferRef& output) {
+  try {
+    return transform.record(commands, input, output);
+  } catch (...) {
+    return Status(ErrorCode::internal, "the transform '" + transform.name +
+                                           "' threw: " + detail::current_exception_text());
+  }
+}
+
 // What an empty batch or pipeline hands out.
 const Buffer& empty_buffer() {
   static const Buffer none;
@@ -235,7 +247,8 @@ struct IngressPipeline::State {
                                               slot->input, 0, upload_sync, options.transfer));
     }
     CommandList transform;
-    FERRY_RETURN_IF_ERROR(options.transform.record(transform, slot->input, slot->output));
+    FERRY_RETURN_IF_ERROR(
+        record_transform(options.transform, transform, slot->input, slot->output));
     SubmitSync compute_sync;
     compute_sync.wait.push_back(uploaded);
     if (still_pending(slot->consumer_done)) compute_sync.wait.push_back(slot->consumer_done);
@@ -362,7 +375,7 @@ Result<IngressPipeline> IngressPipeline::create(const Device& device,
       // backend now whether it can run it (Vulkan's storage-buffer window, say), instead of
       // failing the first batch.
       CommandList probe;
-      Status recordable = transform.record(probe, slot->input, slot->output);
+      Status recordable = record_transform(transform, probe, slot->input, slot->output);
       if (!recordable.ok()) return recordable.with_context(std::string(kCall) + ": " + transform.name);
     }
     state->ring->give_back(std::move(slot));
