@@ -4,7 +4,10 @@
 
 # Sets <out_var> to the ops' names, in list order.
 function(ferry_list_ops out_var)
-  file(READ ${PROJECT_SOURCE_DIR}/runtime/src/ops/op_list.hpp text)
+  set(op_list ${PROJECT_SOURCE_DIR}/runtime/src/ops/op_list.hpp)
+  # An edited op list re-runs CMake, so a new op's files join the build.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${op_list})
+  file(READ ${op_list} text)
   # Entries read "  X(name, Type)" (lines end in a backslash, which a CMake list cannot hold).
   string(REGEX MATCHALL "\n  X\\([a-z0-9_]+," entries "${text}")
   set(names)

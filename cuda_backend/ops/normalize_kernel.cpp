@@ -4,6 +4,7 @@
 #include <string>
 
 #include "../buffer.hpp"
+#include "core/checked.hpp"
 #include "../kernels/launch.hpp"
 #include "normalize_launch.hpp"
 #include "../status.hpp"
@@ -36,8 +37,7 @@ Status NormalizeKernel::record(const ops::NormalizeArgs& normalize,
   FERRY_ASSIGN_OR_RETURN(std::byte* const src, binding_address(bindings[0], "normalize source"));
   FERRY_ASSIGN_OR_RETURN(std::byte* const dst,
                          binding_address(bindings[1], "normalize destination"));
-  if (normalize.first_read >= bindings[0].size ||
-      normalize.input_span() > bindings[0].size - normalize.first_read ||
+  if (!detail::range_within(normalize.first_read, normalize.input_span(), bindings[0].size) ||
       normalize.output_bytes() > bindings[1].size) {
     return Status(ErrorCode::internal, "CUDA: normalize reads or writes outside its bindings");
   }

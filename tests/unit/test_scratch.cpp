@@ -36,10 +36,10 @@ Status record_with_scratch(CommandList& list, const ferry::Buffer& target, std::
 }
 
 ferry::StagingPoolStats scratch_stats(const ferry::Device& device) {
-  const auto& core = device.state()->core;
-  std::lock_guard lock(core->scratch_mutex);
-  REQUIRE(core->scratch != nullptr);
-  return ferry::StagingPool(core->scratch).stats();
+  const auto& state = device.state();
+  std::lock_guard lock(state->scratch_mutex);
+  REQUIRE(state->scratch != nullptr);
+  return ferry::StagingPool(state->scratch).stats();
 }
 
 }  // namespace

@@ -43,6 +43,13 @@ constexpr bool range_within(std::uint64_t offset, std::uint64_t size, std::uint6
   return offset <= total && size <= total - offset;
 }
 
+// Whether [a, a + a_size) and [b, b + b_size) share a byte; both ranges already lie within one
+// buffer (range_within), so the sums cannot overflow.
+constexpr bool ranges_overlap(std::uint64_t a, std::uint64_t a_size, std::uint64_t b,
+                              std::uint64_t b_size) noexcept {
+  return a < b + b_size && b < a + a_size;
+}
+
 // The number of pieces of at most `piece` (> 0) bytes that cover `bytes`: ceil(bytes / piece),
 // which cannot overflow (the usual (bytes + piece - 1) / piece can).
 constexpr std::uint64_t pieces_of(std::uint64_t bytes, std::uint64_t piece) noexcept {

@@ -34,10 +34,6 @@ DeviceState::~DeviceState() {
   }
   core->impl->finish_teardown_work();
   retire();
-  // The scratch pool points back at the core; with no handle left no op can ask for scratch, so
-  // break the cycle here (leases still held by buffers keep the pool alive until they go).
-  std::lock_guard lock(core->scratch_mutex);
-  core->scratch.reset();
 }
 
 }  // namespace detail
@@ -129,11 +125,11 @@ Result<Device> Device::open(std::string_view backend_name, int index,
   FERRY_ASSIGN_OR_RETURN(auto impl, chosen->driver->open(index, effective));
 
   auto core = std::make_shared<detail::DeviceCore>();
-  core->scratch_options = {options.scratch_slab_bytes, options.scratch_max_slabs};
   core->info = impl->info();
   core->impl = std::move(impl);
   auto state = std::make_shared<detail::DeviceState>();
   state->core = core;
+  state->scratch_options = {options.scratch_slab_bytes, options.scratch_max_slabs};
   core->runtime = state;
   for (int q = 0; q < kQueueKindCount; ++q) {
     auto& queue = state->queues[q];

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checked.hpp"
 #include "core/describe.hpp"
 #include "core/state.hpp"
 
@@ -64,8 +65,7 @@ Status OpRecorder::record(CommandList& list, const char* call, ops::OpArgs args,
       const backend::Binding& a = command.bindings[i];
       const backend::Binding& b = command.bindings[j];
       const bool writes = a.access != backend::Access::read || b.access != backend::Access::read;
-      if (writes && a.buffer == b.buffer && a.offset < b.offset + b.size &&
-          b.offset < a.offset + a.size) {
+      if (writes && a.buffer == b.buffer && ranges_overlap(a.offset, a.size, b.offset, b.size)) {
         return Status(ErrorCode::invalid_argument,
                       std::string(call) + ": " + bindings[i].role + " " +
                           describe_range(a.offset, a.size) + " and " + bindings[j].role + " " +

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/checked.hpp"
 #include "core/faults.hpp"
 #include "core/op_record.hpp"
 #include "core/state.hpp"
@@ -56,7 +57,7 @@ Status CommandList::copy(const BufferRef& src, std::uint64_t src_offset, const B
   FERRY_RETURN_IF_ERROR(check_open(*src.buffer->device, kCall));
   const std::uint64_t src_abs = src.base + src_offset;
   const std::uint64_t dst_abs = dst.base + dst_offset;
-  if (src.buffer == dst.buffer && src_abs < dst_abs + size && dst_abs < src_abs + size) {
+  if (src.buffer == dst.buffer && detail::ranges_overlap(src_abs, size, dst_abs, size)) {
     return Status(ErrorCode::invalid_argument,
                   "CommandList::copy: source " + detail::describe_range(src_abs, size) +
                       " and destination " + detail::describe_range(dst_abs, size) +

@@ -201,20 +201,19 @@ Result<std::shared_ptr<PoolState>> create_pool(const std::shared_ptr<DeviceState
 }
 
 Result<Lease> acquire_scratch(DeviceState& device, std::uint64_t bytes, const char* call) {
-  DeviceCore& core = *device.core;
   std::shared_ptr<PoolState> pool;
   {
-    std::lock_guard lock(core.scratch_mutex);
-    if (!core.scratch) {
+    std::lock_guard lock(device.scratch_mutex);
+    if (!device.scratch) {
       StagingPoolOptions options;
       options.kind = MemoryKind::device;
-      options.slab_bytes = core.scratch_options.slab_bytes;
-      options.max_slabs = core.scratch_options.max_slabs;
+      options.slab_bytes = device.scratch_options.slab_bytes;
+      options.max_slabs = device.scratch_options.max_slabs;
       options.reserved_slabs = 0;
-      FERRY_ASSIGN_OR_RETURN(core.scratch,
+      FERRY_ASSIGN_OR_RETURN(device.scratch,
                              create_pool(device.shared_from_this(), options, call));
     }
-    pool = core.scratch;
+    pool = device.scratch;
   }
   if (bytes > pool->options.slab_bytes) {
     return Status(ErrorCode::resource_exhausted,

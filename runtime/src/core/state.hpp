@@ -49,16 +49,6 @@ struct DeviceCore {
   // Lets a host signal flush held-back submissions; expired once no Device/Queue handle is left.
   std::weak_ptr<DeviceState> runtime;
 
-  // Device memory ops ask for per command (multi-pass kernels), made on first use and reused:
-  // slabs of device memory sub-allocated like a staging pool's, a lease per command, back when
-  // its submission completes (acquire_scratch).
-  struct ScratchOptions {
-    std::uint64_t slab_bytes = 0;
-    std::uint32_t max_slabs = 0;
-  } scratch_options;
-  std::mutex scratch_mutex;  // guards `scratch` being made
-  std::shared_ptr<PoolState> scratch;
-
   Status closed_error(const char* call) const;
 };
 
@@ -172,6 +162,17 @@ struct QueueState {
 struct DeviceState : std::enable_shared_from_this<DeviceState> {
   std::shared_ptr<DeviceCore> core;
   std::array<QueueState, kQueueKindCount> queues;
+
+  // Device memory ops ask for per command (multi-pass kernels), made on first use and reused:
+  // slabs of device memory sub-allocated like a staging pool's, a lease per command, back when
+  // its submission completes (acquire_scratch). Here rather than in DeviceCore, which the pool
+  // points to: it goes with the last handle, and no op can ask for scratch without one.
+  struct ScratchOptions {
+    std::uint64_t slab_bytes = 0;
+    std::uint32_t max_slabs = 0;
+  } scratch_options;
+  std::mutex scratch_mutex;  // guards `scratch` being made
+  std::shared_ptr<PoolState> scratch;
 
   ~DeviceState();
 

@@ -1,11 +1,9 @@
 #include "vulkan/device.hpp"
 
-#include <algorithm>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <variant>
-#include <cstdlib>
 #include <vector>
 
 #include "vulkan/buffer.hpp"
@@ -14,9 +12,6 @@
 #include "vulkan/timeline.hpp"
 
 namespace ferry::vulkan {
-namespace {
-
-}  // namespace
 
 Result<std::unique_ptr<VulkanDevice>> VulkanDevice::create(
     std::unique_ptr<VulkanInstance> instance, const PhysicalDevice& physical) {

@@ -2,7 +2,7 @@
 // the destination window) bound with push descriptors, and NormalizePushConstants, shared by one
 // pipeline per path of the shader (specialization constants, see normalize_abi.h):
 // the element path, made with the device, and a vector path pipeline per channel count, run
-// length with element size, and output layout (21 of them), each made the first time a dispatch
+// length with element size, and output layout (24 of them), each made the first time a dispatch
 // needs it, since each is a shader compile and a program uses one or two.
 //
 // The shader needs shaderInt64, storageBuffer8BitAccess and storageBuffer16BitAccess (kNeeds); on
