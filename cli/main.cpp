@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -68,11 +69,15 @@ int run_command(const Command& command, const std::vector<std::string_view>& arg
                        (operands == 0 ? ": unexpected argument '" + options.operands()[0] + "'"
                                       : ": needs one " + std::string(command.operand)));
   }
-  // A --json-file that cannot be written is found now, not after the whole benchmark.
+  // A --json-file that cannot be written is found now, not after the whole benchmark (a file
+  // made only for this test is removed again: a failed run leaves nothing behind).
   if (options.given("--json-file")) {
     const std::string path = options.text("--json-file");
+    std::error_code ignored;
+    const bool existed = std::filesystem::exists(path, ignored);
     if (std::FILE* file = std::fopen(path.c_str(), "a")) {
       std::fclose(file);
+      if (!existed) std::remove(path.c_str());
     } else {
       return usage_error("--json-file " + path + ": " + std::strerror(errno));
     }

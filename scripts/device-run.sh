@@ -11,10 +11,10 @@
 #              --quick, from FERRY_INGRESS_ARGS for ingress, e.g. --quick or --shapes
 #              64x224x224x3, from FERRY_EGRESS_ARGS for egress, e.g. --settings copy, and from
 #              FERRY_OP_ARGS for the ops)
-#   bench-transfer, bench-ingress, bench-egress   one of the three only
+#   bench-transfer, bench-ingress, bench-egress, bench-op   one of them only
 # Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt (with the benchmarks' "ratio"
 # lines), benchmark output beside them (few files: the device tool returns at most 8):
-# bench-<backend>.txt holds the transfer, ingress and egress tables, bench-<backend>.json the
+# bench-<backend>.txt holds the transfer, ingress, egress and op tables, bench-<backend>.json the
 # transfer JSON, and bench-ingress.tar.gz bench-ingress-<backend>.txt and .json and
 # bench-egress-<backend>.txt and .json.
 set -uo pipefail
@@ -77,6 +77,7 @@ for s in $steps; do
           step "bench-$b" "$bin/ferry" bench transfer --backend "$b" \
             --json-file "$out/bench-$b.json" ${FERRY_BENCH_ARGS:-}
           cp "$out/logs/bench-$b.log" "$out/bench-$b.txt"
+          grep -E '^  ratio  ' "$out/bench-$b.txt" | sed "s/^  ratio/  $b ratio/" >>"$out/summary.txt"
         fi
         # ingress and egress: text appended to bench-<backend>.txt, text and JSON into the one
         # tarball, their "ratio" summary lines into the summary

@@ -166,13 +166,6 @@ CudaNaiveEgress measure_cuda_naive_egress(int device, std::uint64_t bytes, doubl
                            }));
     out.memsets = static_cast<std::uint32_t>(std::clamp(
         std::lround(compute_ms / 1e3 / (list.median_seconds / kPerList)), 1L, 1'000'000L));
-    // The memsets of a step alone, back to back.
-    FERRY_ASSIGN_OR_RETURN(
-        Timing alone,
-        repeat_steps(exactly(0, std::max<std::uint32_t>(steps, 1)),
-                     [&](std::uint64_t) { return memsets(out.memsets, 0); }, {},
-                     [&] { return sync(cuda.streams[0]); }));
-    out.compute_seconds = alone.window_per_rep();
     // The naive loop; a distinct byte per step.
     FERRY_ASSIGN_OR_RETURN(
         Timing timing, repeat_steps(exactly(warmup, steps), [&](std::uint64_t step) -> Status {

@@ -46,7 +46,6 @@ struct CudaNaiveEgress {
   std::string reason;
   Status host_error = {};      // the host work's error, when it failed
   std::uint32_t memsets = 0;   // per step, chosen so that they take about compute_ms
-  double compute_seconds = 0;  // per step: the memsets alone, back to back
   std::uint64_t steps = 0;     // timed
   double seconds = 0;          // the timed steps, first memset to last host work
 };

@@ -1,6 +1,6 @@
 // The ops `ferry bench op` knows, one small file each (fill.cpp, normalize.cpp): how to make an
 // op's input for a size, how to record it, the bytes it moves. The list is kOps in bench_op.cpp;
-// adding an op is its file and one line there.
+// adding an op is its file, its k<Op>Op declaration below and one line there.
 #pragma once
 
 #include <cstdint>

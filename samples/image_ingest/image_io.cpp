@@ -118,10 +118,4 @@ void draw_text(RgbImage& image, int x, int y, const std::string& text, int scale
   }
 }
 
-int text_width(const std::string& text, int scale) {
-  std::vector<char> chars(text.begin(), text.end());
-  chars.push_back('\0');
-  return stb_easy_font_width(chars.data()) * scale;
-}
-
 }  // namespace image_ingest

@@ -30,7 +30,5 @@ ferry::Status write_png(const std::filesystem::path& path, const RgbImage& image
 // image pixels, clipped to the image (stb_easy_font: about 6 x 12 font pixels a character).
 void draw_text(RgbImage& image, int x, int y, const std::string& text, int scale,
                const std::uint8_t (&rgb)[3]);
-// The width `text` takes when drawn at `scale`.
-int text_width(const std::string& text, int scale);
 
 }  // namespace image_ingest

@@ -228,7 +228,7 @@ RgbImage make_contact_sheet(const std::vector<RgbImage>& canvases,
   constexpr std::uint8_t kText[3] = {235, 235, 235};
   constexpr long kOutlineWidth = 2;
   const std::uint32_t canvas_side = canvases.front().width;
-  const std::uint32_t title = 2 * kLine + 2 * kLine;  // two lines at scale 2
+  const std::uint32_t title = 4 * kLine;  // three lines of text and a blank one
   const std::uint32_t row = kLine + canvas_side + kMargin;
   RgbImage sheet;
   sheet.width = kMargin + canvas_side + kMargin + crop.width + kMargin;
