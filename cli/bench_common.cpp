@@ -1,9 +1,11 @@
 #include "bench_common.hpp"
 
-#include <cerrno>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -12,6 +14,32 @@
 namespace ferry::cli {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Set by the SIGINT handler (a lock-free atomic is async-signal-safe); read between steps.
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+void on_interrupt(int) { g_interrupted.store(true, std::memory_order_relaxed); }
+
+// The first Ctrl-C asks the bench to stop at its next step and print what it has; the handler
+// is reset on delivery, so a second Ctrl-C ends the process at once as usual.
+void catch_interrupt() {
+  struct sigaction action = {};
+  action.sa_handler = on_interrupt;
+  action.sa_flags = SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+}
+
+bool interrupted() { return g_interrupted.load(std::memory_order_relaxed); }
+
+}  // namespace
+
+Status check_interrupt() {
+  return interrupted() ? Status(ErrorCode::failed_precondition, "interrupted") : ok_status();
+}
 
 Result<double> wall_time(const std::function<Status()>& body) {
   const Clock::time_point start = Clock::now();
@@ -23,11 +51,15 @@ Result<Timing> repeat(const RepeatSettings& settings, const Repetition& rep,
                       const std::function<Status()>& settle,
                       const std::function<Status()>& finish) {
   std::uint64_t index = 0;
-  for (; index < settings.warmup; ++index) FERRY_RETURN_IF_ERROR(rep(index).status());
+  for (; index < settings.warmup; ++index) {
+    FERRY_RETURN_IF_ERROR(check_interrupt());
+    FERRY_RETURN_IF_ERROR(rep(index).status());
+  }
   if (settle) FERRY_RETURN_IF_ERROR(settle());
   std::vector<double> samples;
   const Clock::time_point start = Clock::now();
   while (samples.size() < settings.max_reps) {
+    FERRY_RETURN_IF_ERROR(check_interrupt());
     FERRY_ASSIGN_OR_RETURN(double seconds, rep(index++));
     samples.push_back(seconds);
     if (samples.size() >= settings.min_reps && Clock::now() - start >= settings.min_time) break;
@@ -171,12 +203,20 @@ Status compare_bytes(std::span<const std::byte> actual, std::span<const std::byt
   return Status(ErrorCode::internal, "data mismatch in " + std::string(what) + detail);
 }
 
-void Bench::progress(const std::string& what) const {
-  if (options.flag("--json") || isatty(STDERR_FILENO) == 0) return;
+Status Bench::progress(const std::string& what) const {
+  FERRY_RETURN_IF_ERROR(check_interrupt());
+  if (options.flag("--json") || isatty(STDERR_FILENO) == 0) return ok_status();
   static const auto start = std::chrono::steady_clock::now();  // the first progress line
   const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
                            std::chrono::steady_clock::now() - start).count();
   std::cerr << "ferry: [" << seconds << " s] " << what << "\n";
+  return ok_status();
+}
+
+void Bench::publish() {
+  if (options.flag("--json")) return;
+  render_text_new(report, shown, std::cout);
+  std::cout.flush();
 }
 
 bool Bench::fits(std::vector<Value> item, std::uint64_t device_need, std::uint64_t host_need) {
@@ -243,19 +283,19 @@ int run_bench(const Options& options, const std::string& command_line, std::stri
       {"", "device_memory_bytes", info.device_memory_bytes, Unit::bytes, true},
       {"queues", "queues", queue_text},
   };
-  // Text: what runs is on the screen at once; the tables follow when measured.
+  // Text: what runs is on the screen at once; the tables follow as they are measured.
   const bool json = options.flag("--json");
-  if (!json) {
-    render_text_header(bench.report, std::cout);
-    std::cout.flush();
-  }
-  const std::size_t header_fields_shown = bench.report.header.size();
+  const auto start = Clock::now();
+  catch_interrupt();
+  bench.publish();
   Status status = body(bench);
-  if (status.ok()) status = bench.device.wait_idle(kWaitTimeout);
+  const bool stopped = interrupted();
+  if (status.ok() || stopped) status = bench.device.wait_idle(kWaitTimeout);
   if (!status.ok()) return library_error(status, bench.report.tool);
   const std::uint64_t validation_messages = bench.device.validation_message_count();
   bench.report.header.push_back(
       {"", "validation_messages", validation_messages, Unit::count, true});
+  if (stopped) bench.report.header.push_back({"", "interrupted", true, Unit::flag, true});
   if (bench.reference)
     (void)bench.reference.close(std::chrono::seconds(60));  // it has done its part
   if (Status closed = bench.device.close(std::chrono::seconds(60)); !closed.ok()) {
@@ -264,8 +304,16 @@ int run_bench(const Options& options, const std::string& command_line, std::stri
   if (json) {
     render_json(bench.report, std::cout);
   } else {
-    render_text_rest(bench.report, header_fields_shown, std::cout);
+    bench.publish();
+    if (stopped) {
+      const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
+      std::cout << "\nInterrupted (Ctrl-C) after " << seconds.count()
+                << " s: the tables above are what was measured until then.\n";
+    } else {
+      render_text_summary(bench.report, std::cout);
+    }
   }
+  std::cout.flush();
   if (const std::string path = options.text("--json-file"); !path.empty()) {
     std::ofstream file(path);
     render_json(bench.report, file);
@@ -277,10 +325,12 @@ int run_bench(const Options& options, const std::string& command_line, std::stri
       return kExitFailure;
     }
   }
-  if (validation_messages == 0) return kExitOk;
-  std::cerr << "ferry: error: " << validation_messages
-            << " validation messages during the benchmark\n";
-  return kExitFailure;
+  if (validation_messages != 0) {
+    std::cerr << "ferry: error: " << validation_messages
+              << " validation messages during the benchmark\n";
+    return kExitFailure;
+  }
+  return stopped ? kExitInterrupted : kExitOk;
 }
 
 }  // namespace ferry::cli

@@ -124,17 +124,27 @@ struct Bench {
 
   std::uint64_t number(std::string_view option) const { return options.number(option); }
   int device_index() const { return static_cast<int>(number("--device")); }
-  // "ferry: <what>" on stderr, when it is a terminal and the output is not JSON.
-  void progress(const std::string& what) const;
+  TextShown shown = {};  // what of the report is on stdout already
+
+  // "ferry: [N s] <what>" on stderr, when it is a terminal and the output is not JSON; an error
+  // once Ctrl-C was pressed, so that the bench stops at the next step.
+  Status progress(const std::string& what) const;
+  // Text output: the header fields and sections added since the last publish, at once. A bench
+  // calls it when a section is complete; run_bench prints the rest at the end (or on Ctrl-C).
+  void publish();
   // Whether the memory fits (see memory_shortfall); a row of `skipped` (`item`, why) when not.
   bool fits(std::vector<Value> item, std::uint64_t device_need, std::uint64_t host_need);
   // `skipped` into the report when it has rows; an error naming them when nothing was measured.
   Status end_skipped(bool nothing_measured);
 };
 
-// Opens the device of --backend and --device (and the CPU reference), starts the report's header,
-// runs `body`, closes the devices and renders the report (text or --json on stdout, JSON to
-// --json-file). Returns 1 after an error, an unwritable file or validation messages, else 0.
+// An error once Ctrl-C was pressed during run_bench (repeat() and Bench::progress() check it).
+Status check_interrupt();
+
+// Opens the device of --backend and --device (and the CPU reference), prints the report's header,
+// runs `body`, closes the devices and renders the rest of the report (text or --json on stdout,
+// JSON to --json-file). Returns 1 after an error, an unwritable file or validation messages, 130
+// after Ctrl-C (what was measured until then printed, the JSON marked "interrupted"), else 0.
 int run_bench(const Options& options, const std::string& command_line, std::string tool,
               std::initializer_list<QueueKind> queues, bool with_reference,
               const std::function<Status(Bench&)>& body);

@@ -550,9 +550,8 @@ std::string plan(const Options& options, Settings& s, std::string& output_label,
   return {};
 }
 
-void add_report(Report& report, const Settings& s, const std::string& output_label,
-                double fill_seconds, const std::vector<Case>& cases,
-                const std::vector<double>& duplex, const StagingPoolStats& pool) {
+void add_method(Report& report, const Settings& s, const std::string& output_label,
+                double fill_seconds) {
   const std::string workers = std::to_string(s.workers);
   report.add_method(
       "per step, a " + output_label + " output (" + format_bytes(s.output_bytes) +
@@ -576,65 +575,86 @@ void add_report(Report& report, const Settings& s, const std::string& output_lab
        {"check", std::string(s.full_check ? "full" : "sampled")}, {"fill_ms", fill_seconds * 1e3},
        {"duplex_warmup_steps", std::uint64_t{s.duplex_warmup}},
        {"duplex_steps", std::uint64_t{s.duplex_steps}}});
+}
 
+// A setting's two sections, each printed as soon as it is measured: each component alone, then
+// the three ways against the bound that the slowest component sets. The first setting's carry
+// the notes that explain them.
+void add_components_section(Bench& bench, const Settings& s, const Case& c, bool first) {
+  Report& report = bench.report;
+  const std::string workers = std::to_string(s.workers);
   Section& parts = report.add_section(
-      "Each component alone (ms per step, back to back over " + std::to_string(s.steps) + " steps)",
-      "components");
-  parts.columns = {{"setting", "setting"}, {"compute-ms", "compute_ms_requested", Unit::number},
-                   {"fills", "fills", Unit::count}, {"compute", "compute_ms", Unit::ms},
-                   {"copy", "copy_ms", Unit::ms}, {"copy GB/s", "copy_gbps", Unit::gbps},
-                   {"host-ms (CPU)", "host_ms_cpu", Unit::number}, {"host", "host_ms", Unit::ms},
-                   {"bound", "bound_ms", Unit::ms}, {"bound by", "bound_by"}};
-  for (const Case& c : cases) {
-    parts.add_row({c.name, c.fills ? Value() : Value(c.compute_ms), std::uint64_t{c.fills_used},
-                   c.compute_seconds * 1e3, c.copy_seconds * 1e3,
-                   static_cast<double>(s.output_bytes) / c.copy_seconds / 1e9, c.host_ms,
-                   c.host_seconds * 1e3, c.bound() * 1e3, c.bound_by()});
+      c.name + ": each component alone (ms per step, back to back over " +
+          std::to_string(s.steps) + " steps)",
+      "components_" + c.name);
+  parts.fields = {
+      {"compute", "compute_ms", c.compute_seconds * 1e3, Unit::ms},
+      {"", "compute_ms_requested", c.fills ? Value() : Value(c.compute_ms), Unit::number, true},
+      {"", "fills", std::uint64_t{c.fills_used}, Unit::count, true},
+      {"copy", "copy_ms", c.copy_seconds * 1e3, Unit::ms},
+      {"copy rate", "copy_gbps", static_cast<double>(s.output_bytes) / c.copy_seconds / 1e9,
+       Unit::gbps},
+      {"host", "host_ms", c.host_seconds * 1e3, Unit::ms},
+      {"", "host_ms_cpu", c.host_ms, Unit::number, true},
+      {"bound (by " + c.bound_by() + ")", "bound_ms", c.bound() * 1e3, Unit::ms},
+      {"", "bound_by", c.bound_by(), Unit::text, true}};
+  if (first) {
+    parts.notes = {
+        "compute: " + std::to_string(c.fills_used) + " fills on the compute queue; copy: the "
+        "output in chunks into leases of the readback pool on the download queue; host: the "
+        "consumer on every chunk, " + workers + " threads each taking the next chunk when free "
+        "(about host-ms / " + workers + " when the checks cost less than the busy wait); "
+        "bound = max(compute, copy, host)"};
   }
-  parts.notes = {
-      "compute: the fills on the compute queue; copy: the output in chunks into leases of the "
-      "readback pool on the download queue; host: the consumer on every chunk, " + workers +
-      " threads each taking the next chunk when free (about host-ms / " + workers + " when the "
-      "checks cost less than the busy wait); bound = max(compute, copy, host)"};
+  bench.publish();
+}
 
-  const bool cuda = !cases.empty() && cases.front().modes.contains(Mode::naive_cuda);
-  Section& modes = report.add_section("The three ways (ms per step over the timed steps)", "modes");
-  modes.columns = {{"setting", "setting", Unit::text, false, true}, {"mode", "mode"},
-                   {"ms/step", "ms_per_step", Unit::ms}, {"GB/s", "gbps", Unit::gbps},
-                   {"x naive", "over_naive", Unit::ratio},
-                   {"x cudaMemcpy", "over_naive_cuda", Unit::ratio, !cuda},
-                   {"x pooled", "over_pooled", Unit::ratio},
-                   {"bound/ms", "bound_over_measured", Unit::percent},
-                   {"steady", "steady_bound_over_measured", Unit::percent},
-                   {"steps", "steps", Unit::count, true},
-                   {"memsets", "memsets_per_step", Unit::count, true}};
-  for (const Case& c : cases) {
-    const double naive = c.mode(Mode::naive).seconds, naive_cuda = c.mode(Mode::naive_cuda).seconds;
-    for (const auto& [mode, m] : c.modes) {
-      modes.add_row(
-          {c.name, kModeNames[int(mode)], m.seconds * 1e3,
-           static_cast<double>(s.output_bytes) / m.seconds / 1e9, naive / m.seconds,
-           naive_cuda / m.seconds, c.mode(Mode::pooled).seconds / m.seconds, c.bound() / m.seconds,
-           mode == Mode::ferry_egress ? Value(c.bound() / m.steady_seconds) : Value(), m.steps,
-           mode == Mode::naive_cuda ? Value(std::uint64_t{m.memsets}) : Value()});
-    }
-    const Case::ModeResult ferry = c.mode(Mode::ferry_egress);
-    report.summary.emplace_back(
-        "egress " + c.name,
-        "bound/ferry-egress " + format_value(c.bound() / ferry.seconds, Unit::percent) +
-            " (steady " + format_value(c.bound() / ferry.steady_seconds, Unit::percent) + "; " +
-            format_value(ferry.seconds * 1e3, Unit::ms) + " vs " +
-            format_value(c.bound() * 1e3, Unit::ms) + " ms, bound by " + c.bound_by() +
-            "); ferry-egress/naive " + ratio_text(naive / ferry.seconds) +
-            (cuda ? ", /naive-cudaMemcpy " + ratio_text(naive_cuda / ferry.seconds) : ""));
+void add_modes_section(Bench& bench, const Settings& s, const Case& c, bool first) {
+  Report& report = bench.report;
+  Section& section = report.add_section(
+      c.name + ": the three ways (ms per step over " + std::to_string(s.steps) + " timed steps)",
+      "modes_" + c.name);
+  const bool cuda = c.modes.contains(Mode::naive_cuda);
+  section.columns = {{"mode", "mode"}, {"ms/step", "ms_per_step", Unit::ms},
+                     {"GB/s", "gbps", Unit::gbps}, {"x naive", "over_naive", Unit::ratio},
+                     {"x cudaMemcpy", "over_naive_cuda", Unit::ratio, !cuda},
+                     {"x pooled", "over_pooled", Unit::ratio},
+                     {"bound/ms", "bound_over_measured", Unit::percent},
+                     {"steady", "steady_bound_over_measured", Unit::percent},
+                     {"steps", "steps", Unit::count, true},
+                     {"memsets", "memsets_per_step", Unit::count, true}};
+  const double naive = c.mode(Mode::naive).seconds, naive_cuda = c.mode(Mode::naive_cuda).seconds;
+  for (const auto& [mode, m] : c.modes) {
+    section.add_row(
+        {kModeNames[int(mode)], m.seconds * 1e3,
+         static_cast<double>(s.output_bytes) / m.seconds / 1e9, naive / m.seconds,
+         naive_cuda / m.seconds, c.mode(Mode::pooled).seconds / m.seconds, c.bound() / m.seconds,
+         mode == Mode::ferry_egress ? Value(c.bound() / m.steady_seconds) : Value(), m.steps,
+         mode == Mode::naive_cuda ? Value(std::uint64_t{m.memsets}) : Value()});
   }
-  modes.notes = {
-      "x naive etc.: the speed-up over that mode; bound/ms: the bound over the measured ms per "
-      "step; steady: the same from the first to the last timed step's end of host work, "
-      "without the pipeline's fill and drain"};
-  if (!cases.empty() && !cases.front().unavailable.empty())
-    modes.notes.push_back("naive-cudaMemcpy: not measured: " + cases.front().unavailable);
+  if (first) {
+    section.notes = {
+        "x naive etc.: the speed-up over that mode; bound/ms: the bound over the measured ms per "
+        "step; steady: the same from the first to the last timed step's end of host work, "
+        "without the pipeline's fill and drain"};
+  }
+  if (first && !c.unavailable.empty())  // the same reason for every setting
+    section.notes.push_back("naive-cudaMemcpy: not measured: " + c.unavailable);
+  const Case::ModeResult ferry = c.mode(Mode::ferry_egress);
+  report.summary.emplace_back(
+      "egress " + c.name,
+      "bound/ferry-egress " + format_value(c.bound() / ferry.seconds, Unit::percent) +
+          " (steady " + format_value(c.bound() / ferry.steady_seconds, Unit::percent) + "; " +
+          format_value(ferry.seconds * 1e3, Unit::ms) + " vs " +
+          format_value(c.bound() * 1e3, Unit::ms) + " ms, bound by " + c.bound_by() +
+          "); ferry-egress/naive " + ratio_text(naive / ferry.seconds) +
+          (cuda ? ", /naive-cudaMemcpy " + ratio_text(naive_cuda / ferry.seconds) : ""));
+  bench.publish();
+}
 
+// After the settings: ingress and egress together, and what the readback pool did.
+void add_duplex_and_pool(Report& report, const Settings& s, const std::vector<double>& duplex,
+                         const StagingPoolStats& pool) {
   if (!duplex.empty()) {
     Section& both = report.add_section(
         "Ingress and egress together (per step: a " + to_string(s.duplex_input) +
@@ -676,25 +696,31 @@ Status run_egress(Bench& bench, Settings s, const std::string& output_label,
     return Status(ErrorCode::resource_exhausted, "the " + output_label + " output " + why);
   EgressBench egress(bench.device, s);
   FERRY_RETURN_IF_ERROR(egress.create());
-  bench.progress("calibrating the fill");
+  FERRY_RETURN_IF_ERROR(bench.progress("calibrating the fill"));
   FERRY_ASSIGN_OR_RETURN(const double fill_seconds, egress.calibrate_fill());
+  add_method(bench.report, s, output_label, fill_seconds);
+  bench.publish();
   for (Case& c : cases) {
+    const bool first = &c == &cases.front();
     c.fills_used = c.fills.value_or(static_cast<std::uint32_t>(
         std::clamp(std::lround(c.compute_ms / 1e3 / fill_seconds), 1L, 1'000'000L)));
-    bench.progress("measuring " + c.name + " components");
+    FERRY_RETURN_IF_ERROR(bench.progress("measuring " + c.name + " components"));
     FERRY_RETURN_IF_ERROR(egress.measure_components(c).with_context(c.name));
+    add_components_section(bench, s, c, first);
     for (Mode mode : kModes) {
-      bench.progress("measuring " + c.name + " " + kModeNames[int(mode)]);
+      FERRY_RETURN_IF_ERROR(bench.progress("measuring " + c.name + " " + kModeNames[int(mode)]));
       FERRY_RETURN_IF_ERROR(egress.run_mode(mode, c, bench.device_index()).with_context(c.name));
     }
+    add_modes_section(bench, s, c, first);
   }
   std::vector<double> duplex;  // steps/s of each Duplex mode
   for (Duplex mode : {Duplex::ingress_alone, Duplex::egress_alone, Duplex::both}) {
     if (bench.options.flag("--no-duplex")) break;
-    bench.progress(std::string("measuring ingress+egress, ") + kDuplexNames[int(mode)]);
+    FERRY_RETURN_IF_ERROR(
+        bench.progress(std::string("measuring ingress+egress, ") + kDuplexNames[int(mode)]));
     FERRY_ASSIGN_OR_RETURN(duplex.emplace_back(), egress.run_duplex(mode));
   }
-  add_report(bench.report, s, output_label, fill_seconds, cases, duplex, egress.pool_stats());
+  add_duplex_and_pool(bench.report, s, duplex, egress.pool_stats());
   return ok_status();
 }
 

@@ -249,18 +249,18 @@ struct ShapeResults {
 Status measure_shape(Bench& bench, HostThreadPool& threads, const Settings& settings,
                      std::uint64_t seed, ShapeResults& results) {
   const std::string label = to_string(results.shape);
-  bench.progress("preparing " + label);
+  FERRY_RETURN_IF_ERROR(bench.progress("preparing " + label));
   IngressBench streams(bench.device, results.shape, threads);
   FERRY_RETURN_IF_ERROR(streams.prepare(seed));
   for (Mode mode : kModes) {
-    bench.progress("measuring " + label + " " + kModeNames[int(mode)]);
+    FERRY_RETURN_IF_ERROR(bench.progress("measuring " + label + " " + kModeNames[int(mode)]));
     FERRY_ASSIGN_OR_RETURN(results.streams[int(mode)], streams.run(mode, settings));
   }
   return ok_status();
 }
 
-void add_report(Report& report, const Options& options, const Settings& settings,
-                unsigned host_threads, const std::vector<ShapeResults>& shapes) {
+void add_method(Report& report, const Options& options, const Settings& settings,
+                unsigned host_threads) {
   const std::string min_time = options.text("--min-time-ms");
   report.add_method(
       "uint8 NHWC batches -> float32 NCHW with ImageNet mean/std; " +
@@ -275,35 +275,38 @@ void add_report(Report& report, const Options& options, const Settings& settings
        {"warmup_batches", settings.batches.warmup}, {"min_batches", settings.batches.min_reps},
        {"source_batches", std::uint64_t{kSourceBatches}},
        {"host_threads", std::uint64_t{host_threads}}});
+}
 
-  for (const ShapeResults& shape : shapes) {
-    const std::string label = to_string(shape.shape);
-    Section& section = report.add_section(
-        "Streaming " + label + " (" + format_bytes(shape.input_bytes) + " uint8 -> " +
-            format_bytes(shape.output_bytes) + " float32 per batch)",
-        "streaming_" + label);
-    section.columns = {{"mode", "mode"}, {"batches/s", "batches_per_second", Unit::number},
-                       {"ms/batch", "ms_per_batch", Unit::ms},
-                       {"H2D/batch", "h2d_bytes_per_batch", Unit::bytes},
-                       {"H2D GB/s", "h2d_gbps", Unit::gbps}, {"batches", "batches", Unit::count},
-                       {"seconds", "seconds", Unit::seconds, true},
-                       {"x upload-f32", "over_upload_f32", Unit::ratio},
-                       {"x cpu-convert", "over_cpu_convert", Unit::ratio}};
-    const double upload = shape.rate(Mode::upload_f32), convert = shape.rate(Mode::cpu_convert);
-    for (Mode mode : kModes) {
-      const Stream& s = shape.streams[int(mode)];
-      section.add_row({kModeNames[int(mode)], s.rate(), 1e3 / s.rate(), s.h2d_bytes_per_batch,
-                       s.h2d_bytes_per_batch * s.rate() / 1e9, s.batches, s.seconds,
-                       s.rate() / upload, s.rate() / convert});
-    }
-    const double ingress = shape.rate(Mode::ferry_ingress);
-    report.summary.emplace_back(
-        "ingress " + label,
-        "ferry-ingress/upload-f32 " + ratio_text(ingress / upload) + " (" +
-            format_value(1e3 / ingress, Unit::ms) + " ms per batch); pageable/upload-f32 " +
-            ratio_text(shape.rate(Mode::ferry_ingress_pageable) / upload) +
-            "; ferry-ingress/cpu-convert " + ratio_text(ingress / convert));
+// The shape's section, printed as soon as it is measured, and its summary line.
+void add_shape_section(Bench& bench, const ShapeResults& shape) {
+  Report& report = bench.report;
+  const std::string label = to_string(shape.shape);
+  Section& section = report.add_section(
+      "Streaming " + label + " (" + format_bytes(shape.input_bytes) + " uint8 -> " +
+          format_bytes(shape.output_bytes) + " float32 per batch)",
+      "streaming_" + label);
+  section.columns = {{"mode", "mode"}, {"batches/s", "batches_per_second", Unit::number},
+                     {"ms/batch", "ms_per_batch", Unit::ms},
+                     {"H2D/batch", "h2d_bytes_per_batch", Unit::bytes},
+                     {"H2D GB/s", "h2d_gbps", Unit::gbps}, {"batches", "batches", Unit::count},
+                     {"seconds", "seconds", Unit::seconds, true},
+                     {"x upload-f32", "over_upload_f32", Unit::ratio},
+                     {"x cpu-convert", "over_cpu_convert", Unit::ratio}};
+  const double upload = shape.rate(Mode::upload_f32), convert = shape.rate(Mode::cpu_convert);
+  for (Mode mode : kModes) {
+    const Stream& s = shape.streams[int(mode)];
+    section.add_row({kModeNames[int(mode)], s.rate(), 1e3 / s.rate(), s.h2d_bytes_per_batch,
+                     s.h2d_bytes_per_batch * s.rate() / 1e9, s.batches, s.seconds,
+                     s.rate() / upload, s.rate() / convert});
   }
+  const double ingress = shape.rate(Mode::ferry_ingress);
+  report.summary.emplace_back(
+      "ingress " + label,
+      "ferry-ingress/upload-f32 " + ratio_text(ingress / upload) + " (" +
+          format_value(1e3 / ingress, Unit::ms) + " ms per batch); pageable/upload-f32 " +
+          ratio_text(shape.rate(Mode::ferry_ingress_pageable) / upload) +
+          "; ferry-ingress/cpu-convert " + ratio_text(ingress / convert));
+  bench.publish();
 }
 
 Status run_ingress(Bench& bench) {
@@ -335,12 +338,13 @@ Status run_ingress(Bench& bench) {
   if (shapes.empty()) return bench.end_skipped(true);
 
   HostThreadPool threads;
+  add_method(bench.report, options, settings, threads.size());
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     FERRY_RETURN_IF_ERROR(
         measure_shape(bench, threads, settings, 0x5eed + kSourceBatches * i, shapes[i])
             .with_context("shape " + to_string(shapes[i].shape)));
+    add_shape_section(bench, shapes[i]);
   }
-  add_report(bench.report, options, settings, threads.size(), shapes);
   return bench.end_skipped(false);
 }
 

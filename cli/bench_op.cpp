@@ -175,8 +175,10 @@ Status measure(Bench& bench, const OpCase& op) {
        {"commands", std::uint64_t{settings.commands}}});
 
   const bool cuda = bench.device.backend() == Backend::cuda;
-  Section table{std::string(op.name) + " against a device-to-device copy of the same bytes",
-                "results"};
+  bench.publish();
+  // In the report from the start, so that a Ctrl-C keeps the rows measured until then.
+  Section& table = bench.report.add_section(
+      std::string(op.name) + " against a device-to-device copy of the same bytes", "results");
   table.columns = {{"size", "size", Unit::text, false, true},
                    {"output", "variant", Unit::text, op.variants.empty()},
                    {"bytes moved", "bytes_per_command", Unit::bytes},
@@ -208,7 +210,7 @@ Status measure(Bench& bench, const OpCase& op) {
       const std::uint64_t on_device = std::max({settings.buffer_budget, in + out, 2 * copy_bytes});
       if (!bench.fits({instance->label, variant}, on_device, 3 * in + 4 * out)) continue;
       const std::string what = std::string(op.name) + " " + instance->label + " " + variant;
-      bench.progress("measuring " + what);
+      FERRY_RETURN_IF_ERROR(bench.progress("measuring " + what));
       Result<ListTiming> timing =
           measure_op(bench.device, bench.reference, *instance, settings, seed++);
       if (!timing.ok()) return timing.status().with_context(what);
@@ -231,7 +233,7 @@ Status measure(Bench& bench, const OpCase& op) {
     }
   }
   const bool nothing = table.rows.empty();
-  if (!nothing) bench.report.sections.push_back(std::move(table));
+  if (nothing) bench.report.sections.pop_back();
   return bench.end_skipped(nothing);
 }
 

@@ -34,7 +34,8 @@ enum class Mode : std::uint8_t {
   direct, pool, pageable_naive, pageable, cuda_async, cuda_pageable
 };
 enum class Dir : std::uint8_t { h2d, d2h, both };
-constexpr const char* kModeNames[] = {"direct", "pool", "pageable-naive", "pageable"};
+constexpr const char* kModeNames[] = {"direct",   "pool",           "pageable-naive",
+                                      "pageable", "cudaMemcpyAsync", "cudaMemcpy pageable"};
 constexpr const char* kDirNames[] = {"H2D", "D2H", "both"};
 constexpr Mode kModes[] = {Mode::direct, Mode::pool, Mode::pageable_naive, Mode::pageable};
 constexpr Dir kOneWay[] = {Dir::h2d, Dir::d2h};
@@ -216,14 +217,8 @@ struct Transfers {
 // The median GB/s of every case (the CUDA baselines' included), and what is measured beside.
 struct Results {
   std::map<std::tuple<std::uint64_t, Mode, Dir>, double> median_gbps;
-  Section all{"Every measurement", "measurements", {},  // JSON only: every timing
-              {{"size", "size_bytes", Unit::bytes}, {"mode", "mode"}, {"dir", "direction"},
-               {"reps", "reps", Unit::count}, {"median s", "median_seconds", Unit::seconds},
-               {"best s", "best_seconds", Unit::seconds}, {"median", "median_gbps", Unit::gbps},
-               {"best", "best_gbps", Unit::gbps}}, {}, {}, true};
-  bool cuda = false;                                           // a CUDA device
-  std::vector<std::pair<std::uint64_t, std::string>> no_cuda;  // sizes without the baseline, why
-  double submit_overhead_us = kNaN;
+  Section* all = nullptr;  // the report's JSON-only section of every timing
+  bool cuda = false;       // a CUDA device
 
   double gbps(std::uint64_t size, Mode mode, Dir dir) const {
     const auto found = median_gbps.find({size, mode, dir});
@@ -233,14 +228,6 @@ struct Results {
   double both_ratio(std::uint64_t size) const {
     return gbps(size, Mode::pool, Dir::both) /
            std::max(gbps(size, Mode::pool, Dir::h2d), gbps(size, Mode::pool, Dir::d2h));
-  }
-  // Pool and pageable against their baselines `a` and `b`: a, pool, pool/a, b, pageable,
-  // pageable/b in GB/s (nothing pageable in `both`).
-  std::vector<Value> row(std::uint64_t size, Dir dir, Mode a, Mode b) const {
-    const double base = gbps(size, a, dir), pool = gbps(size, Mode::pool, dir);
-    if (dir == Dir::both) return {size, kDirNames[int(dir)], base, pool, pool / base, {}, {}, {}};
-    const double naive = gbps(size, b, dir), pageable = gbps(size, Mode::pageable, dir);
-    return {size, kDirNames[int(dir)], base, pool, pool / base, naive, pageable, pageable / naive};
   }
   // "H2D / D2H: pool/<a> 1.01x / 0.98x, pageable/<b> ...".
   std::string ratios(std::uint64_t size, Mode a, Mode b, const std::string& a_name,
@@ -274,6 +261,56 @@ Result<double> measure_submit_overhead_us(const Device& device) {
   return timing.window_per_rep() * 1e6;
 }
 
+// The size's ratios, as lines of the summary (subject, text): against ferry's plain paths, and
+// against the CUDA runtime's copies where they were measured.
+std::vector<std::pair<std::string, std::string>> size_ratios(std::uint64_t size,
+                                                             const Results& r) {
+  const std::string subject = "transfer " + format_bytes(size);
+  std::vector<std::pair<std::string, std::string>> lines = {
+      {subject, r.ratios(size, Mode::direct, Mode::pageable_naive, "direct", "naive") +
+                    "; both/one-direction " + ratio_text(r.both_ratio(size))}};
+  const double cuda_both = r.gbps(size, Mode::cuda_async, Dir::both);
+  if (!std::isnan(cuda_both)) {
+    lines.emplace_back(
+        subject + " vs CUDA",
+        r.ratios(size, Mode::cuda_async, Mode::cuda_pageable, "cudaMemcpyAsync", "cudaMemcpy") +
+            "; both/CUDA both " + ratio_text(r.gbps(size, Mode::pool, Dir::both) / cuda_both));
+  }
+  return lines;
+}
+
+// One section per size, printed as soon as the size is measured: a row per path with GB/s each
+// way and both at once, and up to 1 MiB microseconds per transfer (small copies are bound by
+// per-transfer overhead, which reads better as time); the size's ratios under the table.
+void add_size_section(Bench& bench, std::uint64_t size, const Results& r,
+                      const std::string& no_cuda) {
+  const bool small = size <= kMiB;
+  Section& section = bench.report.add_section(
+      format_bytes(size) + " (median GB/s" + (small ? "; microseconds per transfer)" : ")"),
+      "size_" + std::to_string(size));
+  section.columns = {{"path", "path"},
+                     {"H2D GB/s", "h2d_gbps", Unit::gbps},
+                     {"D2H GB/s", "d2h_gbps", Unit::gbps},
+                     {"both GB/s", "both_gbps", Unit::gbps},
+                     {"H2D us", "h2d_us", Unit::us, !small},
+                     {"D2H us", "d2h_us", Unit::us, !small}};
+  for (Mode mode : {Mode::direct, Mode::pool, Mode::pageable_naive, Mode::pageable,
+                    Mode::cuda_async, Mode::cuda_pageable}) {
+    const double h2d = r.gbps(size, mode, Dir::h2d), d2h = r.gbps(size, mode, Dir::d2h);
+    if (std::isnan(h2d) && std::isnan(d2h)) continue;  // a CUDA baseline not measured
+    const double both = r.gbps(size, mode, Dir::both);
+    section.add_row({kModeNames[int(mode)], h2d, d2h, std::isnan(both) ? Value() : Value(both),
+                     1e-3 * double(size) / h2d, 1e-3 * double(size) / d2h});
+  }
+  for (const auto& [subject, text] : size_ratios(size, r)) {
+    const bool vs_cuda = subject.ends_with("vs CUDA");
+    section.fields.push_back({vs_cuda ? "vs CUDA" : "ratios", vs_cuda ? "vs_cuda" : "ratios", text});
+    bench.report.summary.emplace_back(subject, text);
+  }
+  if (!no_cuda.empty()) section.notes.push_back("no CUDA baseline: " + no_cuda);
+  bench.publish();
+}
+
 Status measure(Bench& bench, const std::vector<std::uint64_t>& sizes, Transfers& transfers,
                Results& r) {
   const RepeatSettings settings{.min_time =
@@ -281,8 +318,9 @@ Status measure(Bench& bench, const std::vector<std::uint64_t>& sizes, Transfers&
   FERRY_RETURN_IF_ERROR(transfers.create_pools());
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const std::uint64_t size = sizes[i];
-    bench.progress("measuring " + format_bytes(size) + " (" + std::to_string(i + 1) + "/" +
-                   std::to_string(sizes.size()) + ")");
+    FERRY_RETURN_IF_ERROR(bench.progress("measuring " + format_bytes(size) + " (" +
+                                         std::to_string(i + 1) + "/" +
+                                         std::to_string(sizes.size()) + ")"));
     FERRY_RETURN_IF_ERROR(
         transfers.prepare(size, 0x5eed + i).with_context("preparing " + format_bytes(size)));
     for (const auto& [mode, dir] : kCases) {
@@ -294,106 +332,56 @@ Status measure(Bench& bench, const std::vector<std::uint64_t>& sizes, Transfers&
           time_each(settings, [&, mode = mode, dir = dir] { return transfers.run(mode, dir); });
       if (!timing.ok()) return timing.status().with_context(context);
       r.median_gbps[{size, mode, dir}] = gbps(size, dir, timing->median_seconds);
-      r.all.add_row({size, kModeNames[int(mode)], kDirNames[int(dir)], timing->reps,
+      r.all->add_row({size, kModeNames[int(mode)], kDirNames[int(dir)], timing->reps,
                      timing->median_seconds, timing->best_seconds, r.gbps(size, mode, dir),
                      gbps(size, dir, timing->best_seconds)});
     }
-    if (!r.cuda) continue;
-    const CudaMemcpyBaseline base = measure_cuda_memcpy(bench.device_index(), size, settings);
-    if (!base.available) {
-      r.no_cuda.emplace_back(size, base.reason);
-      continue;
+    std::string no_cuda;
+    if (r.cuda) {
+      const CudaMemcpyBaseline base = measure_cuda_memcpy(bench.device_index(), size, settings);
+      FERRY_RETURN_IF_ERROR(check_interrupt());  // not "no baseline" after a Ctrl-C in it
+      no_cuda = base.reason;
+      for (Dir dir : kOneWay) {
+        if (!base.available) break;
+        r.median_gbps[{size, Mode::cuda_async, dir}] = base.pinned[int(dir)];
+        r.median_gbps[{size, Mode::cuda_pageable, dir}] = base.pageable[int(dir)];
+        r.median_gbps[{size, Mode::cuda_async, Dir::both}] = base.both_pinned;
+      }
     }
-    for (Dir dir : kOneWay) {
-      r.median_gbps[{size, Mode::cuda_async, dir}] = base.pinned[int(dir)];
-      r.median_gbps[{size, Mode::cuda_pageable, dir}] = base.pageable[int(dir)];
-    }
-    r.median_gbps[{size, Mode::cuda_async, Dir::both}] = base.both_pinned;
+    add_size_section(bench, size, r, no_cuda);
   }
-  Result<double> overhead = measure_submit_overhead_us(bench.device);
-  if (!overhead.ok()) return overhead.status().with_context("measuring the submit overhead");
-  r.submit_overhead_us = *overhead;
   return ok_status();
 }
 
-void add_report(Report& report, const Options& options, const std::vector<std::uint64_t>& sizes,
-                const Results& r, const Transfers& transfers) {
+void add_method(Report& report, const Options& options, bool cuda) {
   report.add_method(
       "median GB/s (1e9 B/s) of repeated transfers, >= " + options.text("--min-time-ms") +
           " ms per case after a warm-up; pool/pageable chunks " +
           format_bytes(options.number("--chunk")) + ", " + options.text("--in-flight") +
-          " pool chunks in flight per direction; every case checked once with random bytes",
+          " pool chunks in flight per direction; both: pool H2D and D2H at once on the upload "
+          "and download queues, total GB/s (both/one-direction: over the faster direction "
+          "alone); " +
+          (cuda ? "cudaMemcpyAsync: pinned cudaHostAlloc memory, one copy + "
+                  "cudaStreamSynchronize (both: two streams); cudaMemcpy pageable: the "
+                  "std::vector memory ferry's pageable path reads; "
+                : "") +
+          "every ferry case checked once with random bytes",
       {{"min_time_ms", options.number("--min-time-ms")},
        {"chunk_bytes", options.number("--chunk")},
        {"in_flight", options.number("--in-flight")}});
+}
 
-  const Column size_column{"size", "size_bytes", Unit::bytes, false, true};
-  const Column dir_column{"dir", "direction"};
-  Section& one = report.add_section("One direction (median GB/s)", "one_direction");
-  one.columns = {size_column, dir_column, {"direct", "direct_gbps", Unit::gbps},
-                 {"pool", "pool_gbps", Unit::gbps},
-                 {"pool/direct", "pool_over_direct", Unit::ratio},
-                 {"pageable-naive", "pageable_naive_gbps", Unit::gbps},
-                 {"pageable", "pageable_gbps", Unit::gbps},
-                 {"pageable/naive", "pageable_over_naive", Unit::ratio}};
-  // Small copies are bound by per-transfer overhead, which reads better as time than as GB/s.
-  Section& small =
-      report.add_section("Small transfers (median microseconds per transfer)", "small_transfers");
-  small.columns = {size_column, dir_column};
-  for (Mode mode : kModes)
-    small.columns.push_back(
-        {kModeNames[int(mode)], std::string(kModeNames[int(mode)]) + "_us", Unit::us});
-  for (std::uint64_t size : sizes) {
-    for (Dir dir : kOneWay) {
-      one.add_row(r.row(size, dir, Mode::direct, Mode::pageable_naive));
-      if (size > kMiB) continue;
-      std::vector<Value> row = {size, kDirNames[int(dir)]};
-      for (Mode mode : kModes) row.emplace_back(1e-3 * double(size) / r.gbps(size, mode, dir));
-      small.add_row(std::move(row));
-    }
-  }
-  if (small.rows.empty()) report.sections.pop_back();
+// After the sizes: the CPU cost of a small transfer, and what the staging pools did.
+Status add_overhead_and_pools(Bench& bench, const Transfers& transfers) {
+  FERRY_RETURN_IF_ERROR(bench.progress("measuring the per-transfer CPU overhead"));
+  Result<double> overhead = measure_submit_overhead_us(bench.device);
+  if (!overhead.ok()) return overhead.status().with_context("measuring the submit overhead");
+  Section& section =
+      bench.report.add_section("Per-transfer CPU overhead of the pool path", "overhead");
+  section.fields = {{"acquire + record + submit of a 4 KiB copy (mean of 2000)",
+                     "submit_overhead_us", *overhead, Unit::us}};
 
-  Section& both = report.add_section(
-      "Both directions at once (pool path, upload + download queues)", "both_directions");
-  both.columns = {{"size", "size_bytes", Unit::bytes}, {"total GB/s", "total_gbps", Unit::gbps},
-                  {"pool H2D", "pool_h2d_gbps", Unit::gbps},
-                  {"pool D2H", "pool_d2h_gbps", Unit::gbps},
-                  {"both/one-direction", "both_over_one_direction", Unit::ratio}};
-  for (std::uint64_t size : sizes) {
-    both.add_row({size, r.gbps(size, Mode::pool, Dir::both), r.gbps(size, Mode::pool, Dir::h2d),
-                  r.gbps(size, Mode::pool, Dir::d2h), r.both_ratio(size)});
-  }
-  both.notes = {"both/one-direction: the total GB/s over the faster single direction"};
-
-  if (r.cuda) {
-    Section& cuda = report.add_section(
-        "Against plain CUDA runtime copies of the same sizes (same run, median GB/s)", "cuda");
-    cuda.columns = {size_column, dir_column,
-                    {"cudaMemcpyAsync", "cuda_memcpy_async_gbps", Unit::gbps},
-                    {"pool", "pool_gbps", Unit::gbps}, {"pool/cuda", "pool_over_cuda", Unit::ratio},
-                    {"cudaMemcpy pageable", "cuda_memcpy_pageable_gbps", Unit::gbps},
-                    {"pageable", "pageable_gbps", Unit::gbps},
-                    {"pageable/cuda", "pageable_over_cuda", Unit::ratio}};
-    cuda.notes = {
-        "cudaMemcpyAsync: pinned cudaHostAlloc memory, one copy + cudaStreamSynchronize "
-        "(both: H2D and D2H on two streams, total GB/s); cudaMemcpy pageable: the same "
-        "std::vector-style memory ferry's pageable path reads"};
-    for (const auto& [size, why] : r.no_cuda)
-      cuda.notes.push_back(format_bytes(size) + ": no CUDA baseline: " + why);
-    for (std::uint64_t size : sizes) {
-      for (Dir dir : {Dir::h2d, Dir::d2h, Dir::both}) {
-        if (!std::isnan(r.gbps(size, Mode::cuda_async, dir)))
-          cuda.add_row(r.row(size, dir, Mode::cuda_async, Mode::cuda_pageable));
-      }
-    }
-  }
-
-  Section& overhead = report.add_section("Per-transfer CPU overhead of the pool path", "overhead");
-  overhead.fields = {{"acquire + record + submit of a 4 KiB copy (mean of 2000)",
-                      "submit_overhead_us", r.submit_overhead_us, Unit::us}};
-
-  Section& pools = report.add_section("Staging pools", "staging_pools");
+  Section& pools = bench.report.add_section("Staging pools", "staging_pools");
   pools.columns = {{"pool", "pool"}, {"capacity", "capacity_bytes", Unit::bytes},
                    {"reserved", "bytes_reserved", Unit::bytes},
                    {"high water", "high_water_bytes", Unit::bytes}, {"slabs", "slabs", Unit::count},
@@ -405,21 +393,7 @@ void add_report(Report& report, const Options& options, const std::vector<std::u
                    std::uint64_t{stats.slabs}, stats.acquires, stats.waits});
   }
   pools.notes = {"waits: acquires that had to wait for a lease to come back"};
-  report.sections.push_back(r.all);
-
-  // One summary line per size (and one more against CUDA's copies): H2D / D2H ratios.
-  for (std::uint64_t size : sizes) {
-    const std::string subject = "transfer " + format_bytes(size);
-    report.summary.emplace_back(
-        subject, r.ratios(size, Mode::direct, Mode::pageable_naive, "direct", "naive") +
-                     "; both/one-direction " + ratio_text(r.both_ratio(size)));
-    const double cuda_both = r.gbps(size, Mode::cuda_async, Dir::both);
-    if (std::isnan(cuda_both)) continue;
-    report.summary.emplace_back(
-        subject + " vs CUDA",
-        r.ratios(size, Mode::cuda_async, Mode::cuda_pageable, "cudaMemcpyAsync", "cudaMemcpy") +
-            "; both/CUDA both " + ratio_text(r.gbps(size, Mode::pool, Dir::both) / cuda_both));
-  }
+  return ok_status();
 }
 
 Status run_transfer(Bench& bench) {
@@ -439,8 +413,16 @@ Status run_transfer(Bench& bench) {
                       static_cast<unsigned>(bench.number("--in-flight"))};
   Results results;
   results.cuda = bench.device.backend() == Backend::cuda;
+  add_method(bench.report, options, results.cuda);
+  results.all = &bench.report.add_section("Every measurement", "measurements");
+  results.all->json_only = true;
+  results.all->columns = {
+      {"size", "size_bytes", Unit::bytes}, {"mode", "mode"}, {"dir", "direction"},
+      {"reps", "reps", Unit::count}, {"median s", "median_seconds", Unit::seconds},
+      {"best s", "best_seconds", Unit::seconds}, {"median", "median_gbps", Unit::gbps},
+      {"best", "best_gbps", Unit::gbps}};
   FERRY_RETURN_IF_ERROR(measure(bench, sizes, transfers, results));
-  add_report(bench.report, options, sizes, results, transfers);
+  FERRY_RETURN_IF_ERROR(add_overhead_and_pools(bench, transfers));
   return bench.end_skipped(false);
 }
 
@@ -464,7 +446,8 @@ const Command kBenchTransfer = {
         "  both            pool H2D and D2H at once on the upload and download queues\n"
         "and on CUDA devices cudaMemcpyAsync (pinned) and cudaMemcpy (pageable). Each case is\n"
         "checked once with random bytes (exit 1 on a mismatch), then timed: median GB/s, and us\n"
-        "per transfer up to 1 MiB. Then a small pooled transfer's CPU time and pool statistics.\n",
+        "per transfer up to 1 MiB, one table per size as soon as it is measured. Then a small\n"
+        "pooled transfer's CPU time and pool statistics.\n",
     .options = kOptions,
     .run = run,
 };

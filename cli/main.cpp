@@ -40,7 +40,10 @@ std::string program_help() {
          "  FERRY_FAULTS=...     fail calls on purpose to test error paths, e.g. submit=3 or\n"
          "                       alloc=p0.01,seed=7 (sites alloc, submit, wait, thread)\n"
          "  FERRY_VERBOSE=1      error messages also give the source location inside ferry\n"
-         "\nExit status: 0 success, 1 error (library error or wrong data), 2 bad usage.\n";
+         "\nBenches print each table as soon as it is measured; Ctrl-C stops one at the next\n"
+         "step and keeps what was measured (JSON marked \"interrupted\").\n"
+         "\nExit status: 0 success, 1 error (library error or wrong data), 2 bad usage,\n"
+         "130 a bench stopped by Ctrl-C.\n";
 }
 
 // A bench's options are its own and those of every bench.

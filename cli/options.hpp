@@ -110,6 +110,8 @@ std::string options_help(const OptionTables& tables);
 
 // Exit statuses: 0 success, 1 a library error or wrong data, 2 bad command-line usage.
 inline constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2;
+// A bench stopped by Ctrl-C (128 + SIGINT, as a shell reports it) after printing what it had.
+inline constexpr int kExitInterrupted = 130;
 
 // "ferry: <message>" and a pointer to --help on stderr; returns kExitUsage.
 int usage_error(std::string_view message);

@@ -156,24 +156,27 @@ std::string format_value(const Value& value, Unit unit) {
 }
 
 void render_text(const Report& report, std::ostream& out) {
-  render_text_header(report, out);
-  render_text_rest(report, report.header.size(), out);
+  TextShown shown;
+  render_text_new(report, shown, out);
+  render_text_summary(report, out);
 }
 
-void render_text_header(const Report& report, std::ostream& out) {
-  out << report.tool << " (ferry " FERRY_VERSION_STRING ")\n";
-  render_fields(report.header, out);
-}
-
-void render_text_rest(const Report& report, std::size_t header_fields_shown, std::ostream& out) {
-  render_fields(report.header, out, header_fields_shown);
-  for (const Section& section : report.sections) {
+void render_text_new(const Report& report, TextShown& shown, std::ostream& out) {
+  if (!shown.title) out << report.tool << " (ferry " FERRY_VERSION_STRING ")\n";
+  shown.title = true;
+  render_fields(report.header, out, shown.header_fields);
+  shown.header_fields = report.header.size();
+  for (; shown.sections < report.sections.size(); ++shown.sections) {
+    const Section& section = report.sections[shown.sections];
     if (section.json_only) continue;
     out << "\n" << wrap_text("", section.title, 0, kTextWidth);
     if (!section.columns.empty()) render_table(section, out);
     render_fields(section.fields, out);
     for (const std::string& note : section.notes) out << wrap_text("", note, 2, kTextWidth);
   }
+}
+
+void render_text_summary(const Report& report, std::ostream& out) {
   if (report.summary.empty()) return;
   out << "\nSummary (this run's key ratios; docs/PERFORMANCE.md keeps the targets)\n";
   std::size_t width = 0;

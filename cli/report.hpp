@@ -75,11 +75,16 @@ struct Report {
 };
 
 void render_text(const Report& report, std::ostream& out);
-// render_text in two parts: the title and header (printed by a bench before it measures, so a
-// person sees at once what runs), then the header fields added since (the first
-// `header_fields_shown` are skipped), the sections and the summary.
-void render_text_header(const Report& report, std::ostream& out);
-void render_text_rest(const Report& report, std::size_t header_fields_shown, std::ostream& out);
+// How much of a report has been printed as text, for a bench that prints as it measures.
+struct TextShown {
+  bool title = false;
+  std::size_t header_fields = 0;
+  std::size_t sections = 0;
+};
+// The title (once), then the header fields and sections added since `shown`, which moves on.
+// A section printed is not printed again: print a section once it is complete.
+void render_text_new(const Report& report, TextShown& shown, std::ostream& out);
+void render_text_summary(const Report& report, std::ostream& out);
 void render_json(const Report& report, std::ostream& out);
 
 // A value as a table cell shows it: "1.23x", "95.6%", "64 KiB", "-" for NaN.
