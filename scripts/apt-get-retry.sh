@@ -12,10 +12,18 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 start=$SECONDS
 announced=0
+# apt's own lock errors (and the "Reading package lists..." before each) are left out of what is
+# shown: the message below says it once, instead of three lines every 5 s.
+show() {
+  awk '/^Reading package lists/ { held = $0; next }
+       /^E: (Could not get lock|Unable to lock)/ { held = ""; next }
+       { if (held != "") print held; held = ""; print; fflush() }
+       END { if (held != "") print held }'
+}
 while true; do
   status=0
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout="$wait_limit" "$@" 2>&1 |
-    tee "$log" || status=$?
+    tee "$log" | show || status=$?
   if ((status == 0)); then exit 0; fi
   lock=$(grep -m1 -oE 'Could not get lock [^ ]+' "$log" | sed -e 's/^Could not get lock //' -e 's/\.$//' || true)
   if [[ -z "$lock" ]]; then exit "$status"; fi
