@@ -13,10 +13,13 @@ trap 'rm -f "$log"' EXIT
 start=$SECONDS
 announced=0
 # apt's own lock errors (and the "Reading package lists..." before each) are left out of what is
-# shown: the message below says it once, instead of three lines every 5 s.
+# shown: the message below says it once, instead of three lines every 5 s. apt's "Waiting for
+# cache lock" (dpkg's lock, every second) is shown once.
 show() {
   awk '/^Reading package lists/ { held = $0; next }
        /^E: (Could not get lock|Unable to lock)/ { held = ""; next }
+       /^Waiting for cache lock/ { if (held != "") print held; held = ""
+                                   if (!waiting) print; waiting = 1; fflush(); next }
        { if (held != "") print held; held = ""; print; fflush() }
        END { if (held != "") print held }'
 }
