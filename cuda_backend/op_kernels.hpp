@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "ops/fill_kernel.hpp"
+#include "ops/hamming_topk_kernel.hpp"
 #include "ops/normalize_kernel.hpp"
 #include "ops/op_list.hpp"
 

@@ -7,6 +7,7 @@
 #include "ferry/faults.hpp"
 #include "ferry/ingress.hpp"
 #include "ferry/ops/fill.hpp"
+#include "ferry/ops/hamming_topk.hpp"
 #include "ferry/ops/normalize.hpp"
 #include "ferry/queue.hpp"
 #include "ferry/staging_pool.hpp"

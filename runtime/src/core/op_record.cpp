@@ -28,6 +28,17 @@ Status check_open(DeviceCore& device, const char* call) {
   return device.closing ? device.closed_error(call) : Status();
 }
 
+Result<std::uint64_t> scratch_slab_bytes(const BufferRef& memory, const char* call) {
+  if (!memory.buffer) {
+    return Status(ErrorCode::released,
+                  std::string(call) + ": the " + memory.what + " was released or moved from");
+  }
+  const std::shared_ptr<DeviceCore>& device = memory.buffer->device;
+  const std::shared_ptr<DeviceState> runtime = device->runtime.lock();
+  if (!runtime) return device->closed_error(call);
+  return runtime->scratch_options.slab_bytes;
+}
+
 Status OpRecorder::record(CommandList& list, const char* call, ops::OpArgs args,
                           std::span<const BindingRequest> bindings, std::uint64_t scratch_bytes) {
   const std::shared_ptr<DeviceCore>* device = nullptr;

@@ -29,6 +29,10 @@ Status check_range(const BufferRef& ref, const char* call, const char* role, std
 // device_closed once the device is closing.
 Status check_open(DeviceCore& device, const char* call);
 
+// The scratch memory one command may take on the device of `memory`
+// (DeviceOptions::scratch_slab_bytes), for ops that plan their passes to fit it.
+Result<std::uint64_t> scratch_slab_bytes(const BufferRef& memory, const char* call);
+
 struct OpRecorder {
   // Checks, in order: every binding is live and inside its memory; all belong to one open device
   // (and the list's); no written binding overlaps another in the same buffer; the device

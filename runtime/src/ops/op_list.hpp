@@ -13,13 +13,15 @@
 #include <variant>
 
 #include "ops/fill.hpp"
+#include "ops/hamming_topk.hpp"
 #include "ops/normalize.hpp"
 
 // X(name, Type): the op's name (Device::supports, error messages, tests) and the prefix of its
 // types: ops::<Type>Args (what a command carries), vulkan::<Type>Pipeline, cuda::<Type>Kernel.
-#define FERRY_OP_LIST(X) \
-  X(fill, Fill)          \
-  X(normalize, Normalize)
+#define FERRY_OP_LIST(X)    \
+  X(fill, Fill)             \
+  X(normalize, Normalize)   \
+  X(hamming_topk, HammingTopk)
 
 namespace ferry::ops {
 

@@ -10,6 +10,7 @@
 #include "ops/op_list.hpp"
 #include "vulkan/context.hpp"
 #include "vulkan/ops/fill.hpp"
+#include "vulkan/ops/hamming_topk.hpp"
 #include "vulkan/ops/normalize.hpp"
 
 namespace ferry::vulkan {

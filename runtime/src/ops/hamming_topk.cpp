@@ -1,0 +1,208 @@
+// hamming_topk: the public call (validation, lowering), the GPU backends' plan and the CPU
+// reference.
+#include "ferry/ops/hamming_topk.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/checked.hpp"
+#include "core/op_record.hpp"
+#include "ops/hamming_topk.hpp"
+
+namespace ferry {
+
+namespace {
+
+constexpr const char* kCall = "ferry::hamming_topk";
+
+Status invalid(const std::string& what) {
+  return Status(ErrorCode::invalid_argument, std::string(kCall) + ": " + what);
+}
+
+}  // namespace
+
+Status hamming_topk(CommandList& commands, const HammingTopkBuffers& buffers,
+                    const HammingTopkParams& params) {
+  const std::uint32_t bits = params.code_bits;
+  if (bits < kHammingMinCodeBits || bits > kHammingMaxCodeBits || bits % 64 != 0) {
+    return invalid("code_bits " + std::to_string(bits) + " is not a multiple of 64 from " +
+                   std::to_string(kHammingMinCodeBits) + " to " +
+                   std::to_string(kHammingMaxCodeBits));
+  }
+  if (params.queries == 0) return invalid("queries must be > 0");
+  if (params.database_rows == 0 || params.database_rows >= kHammingMaxDatabaseRows) {
+    return invalid("database_rows " + std::to_string(params.database_rows) +
+                   " is not from 1 to " + std::to_string(kHammingMaxDatabaseRows - 1));
+  }
+  if (params.k == 0 || params.k > kHammingMaxK) {
+    return invalid("k " + std::to_string(params.k) + " is not from 1 to " +
+                   std::to_string(kHammingMaxK));
+  }
+  const std::pair<const char*, std::uint64_t> offsets[] = {
+      {"queries_offset", buffers.queries_offset},
+      {"database_offset", buffers.database_offset},
+      {"distances_offset", buffers.distances_offset},
+      {"indices_offset", buffers.indices_offset}};
+  for (const auto& [name, offset] : offsets) {
+    if (offset % 4 != 0) {
+      return invalid(std::string(name) + " " + std::to_string(offset) +
+                     " is not a multiple of 4 bytes");
+    }
+  }
+  const std::uint64_t code_bytes = bits / 8;
+  const std::optional<std::uint64_t> query_bytes = detail::checked_mul(params.queries, code_bytes);
+  const std::optional<std::uint64_t> database_bytes =
+      detail::checked_mul(params.database_rows, code_bytes);
+  const std::optional<std::uint64_t> output_bytes =
+      detail::checked_mul(std::uint64_t{params.queries} * params.k, 4);
+  if (!query_bytes || !database_bytes || !output_bytes) return invalid("the sizes overflow");
+
+  ops::HammingTopkArgs args;
+  args.words = bits / 32;
+  args.queries = params.queries;
+  args.rows = static_cast<std::uint32_t>(params.database_rows);
+  args.k = params.k;
+  FERRY_ASSIGN_OR_RETURN(args.scratch_budget, detail::scratch_slab_bytes(buffers.queries, kCall));
+  FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan, ops::plan_hamming_topk(args, kCall));
+
+  const detail::BindingRequest bindings[] = {
+      {&buffers.queries, buffers.queries_offset, *query_bytes, backend::Access::read, "queries"},
+      {&buffers.database, buffers.database_offset, *database_bytes, backend::Access::read,
+       "database"},
+      {&buffers.distances, buffers.distances_offset, *output_bytes, backend::Access::write,
+       "distances"},
+      {&buffers.indices, buffers.indices_offset, *output_bytes, backend::Access::write,
+       "indices"}};
+  return detail::OpRecorder::record(commands, kCall, args, bindings, plan.scratch_bytes);
+}
+
+namespace ops {
+
+std::uint32_t hamming_level_items(std::uint32_t k, std::uint32_t items, std::uint32_t group) {
+  const std::uint32_t full = items / group, rest = items % group;
+  // At most `items`: each group keeps at most its own count.
+  return full * hamming_kept(k, group) + hamming_kept(k, rest);
+}
+
+Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const char* call) {
+  HammingTopkPlan plan;
+  auto groups_of = [](std::uint32_t items, std::uint32_t group) {
+    return static_cast<std::uint32_t>((std::uint64_t{items} + group - 1) / group);
+  };
+  // The candidates per query after each level, down to one group.
+  std::vector<std::uint32_t> items = {args.rows};
+  std::vector<std::uint32_t> group_items = {kHammingChunkRows};
+  while (groups_of(items.back(), group_items.back()) > 1) {
+    items.push_back(hamming_level_items(args.k, items.back(), group_items.back()));
+    group_items.push_back(kHammingMergeGroup);
+  }
+  // Two candidate arrays, used in turn: A holds level 0's output (the largest), B level 1's.
+  const std::uint64_t stride_a = items.size() > 1 ? items[1] : 0;
+  const std::uint64_t stride_b = items.size() > 2 ? items[2] : 0;
+  const std::uint64_t per_query = (stride_a + stride_b) * kHammingCandidateBytes;
+  // A slice's queries are a grid dimension (at most 65535 on every API).
+  std::uint32_t slice = std::min<std::uint32_t>(args.queries, 65535);
+  if (per_query > 0) {
+    // Entries are addressed with 32 bits.
+    const std::uint64_t budget =
+        std::min<std::uint64_t>(args.scratch_budget, (1ull << 31) * kHammingCandidateBytes);
+    const std::uint64_t fits = budget / per_query;
+    if (fits == 0) {
+      return Status(ErrorCode::resource_exhausted,
+                    std::string(call) + ": k = " + std::to_string(args.k) + " over " +
+                        std::to_string(args.rows) + " rows needs " + std::to_string(per_query) +
+                        " bytes of scratch memory per query; the device's scratch slabs hold " +
+                        std::to_string(args.scratch_budget) +
+                        " (DeviceOptions::scratch_slab_bytes): search the database in parts");
+    }
+    slice = static_cast<std::uint32_t>(std::min<std::uint64_t>(slice, fits));
+    plan.scratch_bytes = slice * per_query;
+  }
+  const std::uint32_t b_base = static_cast<std::uint32_t>(slice * stride_a);
+  for (std::uint32_t begin = 0; begin < args.queries; begin += slice) {
+    const std::uint32_t count = std::min(slice, args.queries - begin);
+    for (std::size_t level = 0; level < items.size(); ++level) {
+      HammingPass pass;
+      pass.from_codes = level == 0;
+      pass.final = level + 1 == items.size();
+      pass.query_begin = begin;
+      pass.query_count = count;
+      pass.items = items[level];
+      pass.group_items = group_items[level];
+      pass.groups = groups_of(pass.items, pass.group_items);
+      // Level L reads what level L - 1 wrote: A after even levels' writes... level 0 writes A,
+      // level 1 reads A and writes B, level 2 reads B and writes A, and so on.
+      const bool reads_a = level % 2 == 1;
+      pass.in_base = reads_a ? 0 : b_base;
+      pass.in_stride = static_cast<std::uint32_t>(reads_a ? stride_a : stride_b);
+      pass.out_base = level % 2 == 0 ? 0 : b_base;
+      pass.out_stride = static_cast<std::uint32_t>(level % 2 == 0 ? stride_a : stride_b);
+      pass.out_items = pass.final ? hamming_kept(args.k, pass.items)
+                                  : hamming_level_items(args.k, pass.items, pass.group_items);
+      plan.passes.push_back(pass);
+    }
+  }
+  return plan;
+}
+
+namespace {
+
+std::uint64_t load_word(const std::byte* at) {
+  std::uint64_t word = 0;
+  std::memcpy(&word, at, sizeof word);
+  return word;
+}
+
+void store_u32(std::byte* at, std::uint32_t value) { std::memcpy(at, &value, sizeof value); }
+
+}  // namespace
+
+void run_on_cpu(const HammingTopkArgs& args, std::span<const std::span<std::byte>> bindings) {
+  const std::uint64_t code_bytes = std::uint64_t{args.words} * 4;
+  const std::uint32_t bits = args.words * 32;
+  const std::byte* queries = bindings[0].data();
+  const std::byte* database = bindings[1].data();
+  std::vector<std::uint16_t> distances(args.rows);
+  std::vector<std::uint32_t> histogram(bits + 1);
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> kept;  // (distance, index)
+  const std::uint32_t want = hamming_kept(args.k, args.rows);
+  for (std::uint32_t q = 0; q < args.queries; ++q) {
+    const std::byte* query = queries + q * code_bytes;
+    std::fill(histogram.begin(), histogram.end(), 0u);
+    for (std::uint32_t r = 0; r < args.rows; ++r) {
+      const std::byte* row = database + r * code_bytes;
+      std::uint32_t d = 0;
+      for (std::uint64_t b = 0; b < code_bytes; b += 8)
+        d += static_cast<std::uint32_t>(std::popcount(load_word(query + b) ^ load_word(row + b)));
+      distances[r] = static_cast<std::uint16_t>(d);
+      ++histogram[d];
+    }
+    // The threshold distance: fewer than `want` rows are nearer; `ties` rows at it are kept,
+    // those of the lowest indices.
+    std::uint32_t threshold = 0, nearer = 0;
+    while (nearer + histogram[threshold] < want) nearer += histogram[threshold++];
+    std::uint32_t ties = want - nearer;
+    kept.clear();
+    for (std::uint32_t r = 0; r < args.rows; ++r) {
+      if (distances[r] < threshold || (distances[r] == threshold && ties > 0)) {
+        if (distances[r] == threshold) --ties;
+        kept.emplace_back(distances[r], r);
+      }
+    }
+    std::sort(kept.begin(), kept.end());
+    std::byte* out_distances = bindings[2].data() + std::uint64_t{q} * args.k * 4;
+    std::byte* out_indices = bindings[3].data() + std::uint64_t{q} * args.k * 4;
+    for (std::uint32_t i = 0; i < args.k; ++i) {
+      const bool real = i < kept.size();
+      store_u32(out_distances + i * 4, real ? kept[i].first : kHammingNoDistance);
+      store_u32(out_indices + i * 4, real ? kept[i].second : kHammingNoIndex);
+    }
+  }
+}
+
+}  // namespace ops
+}  // namespace ferry

@@ -1,0 +1,82 @@
+// hamming_topk, as every backend runs it (ferry/ops/hamming_topk.hpp has the public call and its
+// exact semantics), and the plan both GPU backends follow.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ferry/ops/hamming_topk.hpp"
+#include "ferry/status.hpp"
+
+namespace ferry::ops {
+
+// Binding 0: the query codes, read (queries * words * 4 bytes). Binding 1: the database codes,
+// read (rows * words * 4 bytes). Binding 2: distances, written; binding 3: indices, written
+// (queries * k * 4 bytes each). Binding 4 (GPU backends only): scratch, read and written
+// (HammingTopkPlan::scratch_bytes). Every binding starts on a multiple of 4 bytes.
+struct HammingTopkArgs {
+  std::uint32_t words = 0;    // 32-bit words per code: code_bits / 32
+  std::uint32_t queries = 0;
+  std::uint32_t rows = 0;     // database rows, < kHammingMaxDatabaseRows
+  std::uint32_t k = 0;
+  // The scratch budget the plan was made for (the device's scratch slab size when recorded):
+  // plan_hamming_topk(args) gives every backend the same passes.
+  std::uint64_t scratch_budget = 0;
+};
+
+// The CPU reference: `bindings` are the bindings' bytes.
+void run_on_cpu(const HammingTopkArgs& args, std::span<const std::span<std::byte>> bindings);
+
+// ---- The GPU algorithm (shaders/hamming_topk.comp and cuda_backend/ops/hamming_topk.cu) ----
+//
+// Selection by levels, exact at each: level 0 splits the database into chunks of kChunkRows rows;
+// a workgroup takes kQueryTile queries and one chunk, computes the distances (kept in registers),
+// and per query keeps the chunk's min(k, rows) smallest (distance, index) pairs: a histogram of
+// the distances gives the threshold distance T and how many rows at T are needed, a bitmask of
+// the rows at T gives the lowest-indexed of those, and the selected entries are sorted (bitonic,
+// in shared memory) into a run. Runs lie in chunk order, so among equal distances the position
+// in the candidate array is the index order. Each merge level does the same over groups of
+// kMergeGroup candidates (distances read from the candidates), until one group remains, whose
+// run is the answer (written with padding to the outputs). Queries run in slices small enough
+// that a slice's candidates fit the scratch budget: two candidate arrays (8 bytes per entry)
+// used in turn by the levels.
+inline constexpr std::uint32_t kHammingWorkgroupSize = 256;
+inline constexpr std::uint32_t kHammingChunkRows = 2048;     // level 0: 8 rows per invocation
+inline constexpr std::uint32_t kHammingQueryTile = 4;        // level 0: queries per workgroup
+inline constexpr std::uint32_t kHammingMergeGroup = 16384;   // merges: 64 per invocation
+inline constexpr std::uint32_t kHammingCandidateBytes = 8;   // distance, index (uint32 each)
+
+// One dispatch (per query slice).
+struct HammingPass {
+  bool from_codes = false;        // level 0 (else a merge of candidates)
+  bool final = false;             // writes the outputs (else candidates into scratch)
+  std::uint32_t query_begin = 0;  // the slice: queries [query_begin, query_begin + query_count)
+  std::uint32_t query_count = 0;
+  std::uint32_t items = 0;        // per query: database rows (level 0) or candidates in
+  std::uint32_t group_items = 0;  // per workgroup: kHammingChunkRows or kHammingMergeGroup
+  std::uint32_t groups = 0;       // per query (tile): ceil(items / group_items)
+  std::uint32_t in_base = 0;      // merges: the first candidate in scratch (entries)
+  std::uint32_t in_stride = 0;    // merges: candidates from a query to the next (entries)
+  std::uint32_t out_base = 0;     // not final: the first candidate written (entries)
+  std::uint32_t out_stride = 0;   // not final: entries from a query to the next
+  std::uint32_t out_items = 0;    // entries written per query: min(k, items) per group, summed
+};
+
+struct HammingTopkPlan {
+  std::uint64_t scratch_bytes = 0;   // for one slice; 0 when one pass does it all
+  std::vector<HammingPass> passes;   // in order; each reads what the one before wrote
+};
+
+// The entries a group of `count` items keeps, and those of `items` items in groups of `group`.
+constexpr std::uint32_t hamming_kept(std::uint32_t k, std::uint32_t count) {
+  return count < k ? count : k;
+}
+std::uint32_t hamming_level_items(std::uint32_t k, std::uint32_t items, std::uint32_t group);
+
+// The passes for `args` with at most args.scratch_budget bytes of scratch; resource_exhausted
+// when one query's candidates do not fit it. `call` names the public call in messages.
+Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const char* call);
+
+}  // namespace ferry::ops
