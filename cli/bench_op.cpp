@@ -23,7 +23,7 @@ constexpr OptionSpec kOptions[] = {
      .help = "commands per CommandList", .fallback = "20", .quick = "4", .min = 1, .max = 1000},
 };
 
-const OpCase* const kOps[] = {&kFillOp, &kNormalizeOp};
+const OpCase* const kOps[] = {&kFillOp, &kNormalizeOp, &kHammingTopkOp};
 
 struct OpBuffers {
   std::vector<Buffer> inputs, outputs;  // `sets` of each

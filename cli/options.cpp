@@ -72,9 +72,10 @@ Result<std::vector<T>> parse_list(std::string_view text, One one) {
   return items;
 }
 
-// DxDx..., each dimension 1 to 2^30; `rank` of them (0: any number); channels (a 4th
-// dimension) 1 to 4.
-Result<std::vector<std::uint32_t>> parse_dims(std::string_view text, std::size_t rank = 0) {
+// DxDx..., each dimension 1 to 2^30; `rank` of them (0: any number); with `image`, channels
+// (a 4th dimension) 1 to 4.
+Result<std::vector<std::uint32_t>> parse_dims(std::string_view text, std::size_t rank = 0,
+                                              bool image = true) {
   std::vector<std::uint32_t> dims;
   for (std::string_view rest = text;;) {
     const std::size_t x = rest.find('x');
@@ -85,7 +86,10 @@ Result<std::vector<std::uint32_t>> parse_dims(std::string_view text, std::size_t
     if (x == std::string_view::npos) break;
     rest.remove_prefix(x + 1);
   }
-  if (rank != 0 && (dims.size() != rank || dims[3] > 4))
+  if (rank != 0 && dims.size() != rank)
+    return bad("bad shape " + quoted(text) + " (" + std::to_string(rank) + " dimensions, e.g. " +
+               "64x224x224x3)");
+  if (image && rank == 4 && dims[3] > 4)
     return bad("bad shape " + quoted(text) + " (NxHxWxC with 1 to 4 channels, e.g. 64x224x224x3)");
   return dims;
 }
@@ -175,8 +179,9 @@ Result<std::vector<OpSize>> parse_op_sizes(std::string_view text) {
       FERRY_ASSIGN_OR_RETURN(const std::uint64_t bytes, parse_size(item));
       return OpSize{bytes, std::nullopt};
     }
-    FERRY_ASSIGN_OR_RETURN(const BatchShape s, parse_shape(item));
-    return OpSize{std::uint64_t{s[0]} * s[1] * s[2] * s[3], s};
+    // Four dimensions whose meaning is the op's (its instance checks them).
+    FERRY_ASSIGN_OR_RETURN(const std::vector<std::uint32_t> d, parse_dims(item, 4, false));
+    return OpSize{std::uint64_t{d[0]} * d[1] * d[2] * d[3], BatchShape{d[0], d[1], d[2], d[3]}};
   });
 }
 

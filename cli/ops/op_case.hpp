@@ -32,7 +32,7 @@ struct OpCase {
   Result<OpInstance> (*instance)(const OpSize& size, std::string_view variant) = nullptr;
 };
 
-extern const OpCase kFillOp, kNormalizeOp;
+extern const OpCase kFillOp, kNormalizeOp, kHammingTopkOp;
 
 // An IngressPipeline's options that normalize each batch with `params`.
 Result<IngressOptions> normalize_ingress_options(const NormalizeParams& params,

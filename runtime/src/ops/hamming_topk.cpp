@@ -107,9 +107,13 @@ Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const cha
   // A slice's queries are a grid dimension (at most 65535 on every API).
   std::uint32_t slice = std::min<std::uint32_t>(args.queries, 65535);
   if (per_query > 0) {
-    // Entries are addressed with 32 bits.
-    const std::uint64_t budget =
-        std::min<std::uint64_t>(args.scratch_budget, (1ull << 31) * kHammingCandidateBytes);
+    // A few MiB per command, so that many searches recorded in one list share the scratch
+    // slabs (each command holds its scratch until it completes); more for one query when it
+    // needs it. Slices cost no extra database reads: level 0 reads each chunk once per query
+    // tile, sliced or not. Entries are addressed with 32 bits.
+    const std::uint64_t budget = std::min<std::uint64_t>(
+        {args.scratch_budget, std::max(kHammingScratchTarget, per_query),
+         (1ull << 31) * kHammingCandidateBytes});
     const std::uint64_t fits = budget / per_query;
     if (fits == 0) {
       return Status(ErrorCode::resource_exhausted,

@@ -47,6 +47,7 @@ inline constexpr std::uint32_t kHammingChunkRows = 2048;     // level 0: 8 rows 
 inline constexpr std::uint32_t kHammingQueryTile = 4;        // level 0: queries per workgroup
 inline constexpr std::uint32_t kHammingMergeGroup = 16384;   // merges: 64 per invocation
 inline constexpr std::uint32_t kHammingCandidateBytes = 8;   // distance, index (uint32 each)
+inline constexpr std::uint64_t kHammingScratchTarget = 4ull << 20;  // per command, when possible
 
 // One dispatch (per query slice).
 struct HammingPass {

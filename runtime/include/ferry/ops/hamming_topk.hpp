@@ -51,7 +51,7 @@ struct HammingTopkBuffers {
 };
 
 // Records the search, on the compute queue. It takes device scratch memory for the candidates of
-// up to one slice of queries at a time (DeviceOptions::scratch_slab_bytes; about
+// one slice of queries at a time (a few MiB, at most DeviceOptions::scratch_slab_bytes; about
 // 8 * k * database_rows / 2048 bytes per query, so a query with k = 1024 over more than about
 // 7 million rows needs the database searched in parts). Errors (nothing recorded): a code_bits,
 // k, queries or database_rows outside the ranges above (invalid_argument), an offset that is not
