@@ -229,7 +229,8 @@ Status measure(Bench& bench, const OpCase& op) {
       bench.report.summary.emplace_back(
           std::string(op.name) + " " + instance->label + (variant.empty() ? "" : " " + variant),
           "op/copy " + ratio_text(ratio) +
-              (cuda ? ", op/cudaMemcpy D2D " + ratio_text(over_cuda) : ""));
+              (cuda ? ", op/cudaMemcpy D2D " + ratio_text(over_cuda) : "") + " (op " +
+              format_value(timing->us_per_command(), Unit::us) + " us)");
     }
   }
   const bool nothing = table.rows.empty();
