@@ -290,7 +290,10 @@ Result<EgressTicket> EgressPipeline::push(const BufferRef& output, std::uint64_t
                                           std::uint64_t size, const TimelinePoint& ready) {
   static constexpr const char* kCall = "EgressPipeline::push";
   if (!state_) return Status(ErrorCode::released, std::string(kCall) + ": the pipeline was moved from");
-  State& s = *state_;
+  // A consumer may drop the pipeline's last handle while this call runs: the state lives on
+  // until the call returns.
+  const std::shared_ptr<State> keep = state_;
+  State& s = *keep;
   if (s.on_worker_thread()) {
     return Status(ErrorCode::failed_precondition,
                   std::string(kCall) + ": called from the pipeline's own consumer, it could wait "
@@ -399,7 +402,10 @@ Result<EgressTicket> EgressPipeline::push(const BufferRef& output, std::uint64_t
 
 Status EgressPipeline::drain(Timeout timeout) {
   if (!state_) return Status(ErrorCode::released, "EgressPipeline::drain: the pipeline was moved from");
-  State& s = *state_;
+  // A consumer may drop the pipeline's last handle while this call runs: the state lives on
+  // until the call returns.
+  const std::shared_ptr<State> keep = state_;
+  State& s = *keep;
   if (s.on_worker_thread()) {
     return Status(ErrorCode::failed_precondition,
                   "EgressPipeline::drain: called from the pipeline's own consumer, it would wait "
@@ -416,7 +422,10 @@ Status EgressPipeline::drain(Timeout timeout) {
 
 Status EgressPipeline::close(EgressClose mode) {
   if (!state_) return Status();
-  State& s = *state_;
+  // A consumer may drop the pipeline's last handle while this call runs: the state lives on
+  // until the call returns.
+  const std::shared_ptr<State> keep = state_;
+  State& s = *keep;
   if (s.on_worker_thread()) {
     // Deferred: the consumer calling us is still running on a worker.
     {

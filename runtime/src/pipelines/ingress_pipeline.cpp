@@ -390,7 +390,10 @@ Result<IngressPipeline> IngressPipeline::create(const Device& device,
 
 Result<std::optional<IngressBatch>> IngressPipeline::next(Timeout timeout) {
   if (!state_) return Status(ErrorCode::released, "IngressPipeline::next: the pipeline was moved from");
-  State& s = *state_;
+  // The source may drop the pipeline's last handle while this call waits: the state lives on
+  // until the call returns.
+  const std::shared_ptr<State> keep = state_;
+  State& s = *keep;
   if (s.on_producer_thread()) {
     return Status(ErrorCode::failed_precondition,
                   "IngressPipeline::next: called from the source, it would wait for itself");
