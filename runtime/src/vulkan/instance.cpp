@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,28 @@ Result<std::vector<VkExtensionProperties>> instance_extensions(const char* layer
       vkEnumerateInstanceExtensionProperties(layer, &count, extensions.data()));
   extensions.resize(count);
   return extensions;
+}
+
+// The Vulkan loader loads the drivers (ICD libraries) with each instance and unloads them with
+// it. NVIDIA's driver library cannot be loaded again and again: in one process, the 69th
+// vkCreateInstance after as many destroyed ones fails with VK_ERROR_INCOMPATIBLE_DRIVER (seen on
+// the H100 with driver 580: an application opening and closing devices in a loop would hit it).
+// One instance without layers, made before the first of ours and never destroyed, keeps every
+// driver loaded for the life of the process (it owns no device or memory). If it cannot be made,
+// the instance that follows reports why.
+void keep_drivers_loaded() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    VkApplicationInfo application{};
+    application.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
+    application.pApplicationName = "ferry (keeps the Vulkan drivers loaded)";
+    application.apiVersion = VK_API_VERSION_1_3;
+    VkInstanceCreateInfo create_info{};
+    create_info.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
+    create_info.pApplicationInfo = &application;
+    static VkInstance keeper = VK_NULL_HANDLE;  // reachable until exit: not a leak
+    (void)vkCreateInstance(&create_info, nullptr, &keeper);
+  });
 }
 
 bool has_extension(const std::vector<VkExtensionProperties>& extensions, const char* name) {
@@ -148,6 +171,7 @@ Result<std::unique_ptr<VulkanInstance>> VulkanInstance::create(const InstanceOpt
     create_info.ppEnabledExtensionNames = extensions;
   }
 
+  keep_drivers_loaded();
   const VkResult created = vkCreateInstance(&create_info, nullptr, &instance->instance_);
   if (created == VK_ERROR_INCOMPATIBLE_DRIVER) {
     return Status(ErrorCode::unavailable,
