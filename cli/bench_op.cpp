@@ -14,8 +14,9 @@ namespace {
 
 constexpr OptionSpec kOptions[] = {
     {.name = "--sizes", .kind = OptionKind::op_sizes, .metavar = "LIST",
-     .help = "comma-separated sizes (K/M/G suffixes) or NxHxWxC shapes; meaning and defaults per "
-             "op (above). Sizes that do not fit in memory are skipped and listed"},
+     .help = "comma-separated sizes (K/M/G suffixes), NxHxWxC shapes or ROWSxCOLS matrices; "
+             "meaning and defaults per op (above). Sizes that do not fit in memory are skipped "
+             "and listed"},
     {.name = "--min-time-ms", .kind = OptionKind::count, .metavar = "N",
      .help = "time measured per op and per copy, after a warm-up list", .fallback = "500",
      .quick = "50", .max = 3'600'000},
@@ -23,7 +24,7 @@ constexpr OptionSpec kOptions[] = {
      .help = "commands per CommandList", .fallback = "20", .quick = "4", .min = 1, .max = 1000},
 };
 
-const OpCase* const kOps[] = {&kFillOp, &kNormalizeOp};
+const OpCase* const kOps[] = {&kFillOp, &kNormalizeOp, &kBinaryQuantizeOp};
 
 struct OpBuffers {
   std::vector<Buffer> inputs, outputs;  // `sets` of each
@@ -199,8 +200,10 @@ Status measure(Bench& bench, const OpCase& op) {
     for (const std::string& variant : split_list(op.variants)) {
       Result<OpInstance> instance = op.instance(size, variant);
       if (!instance.ok()) {
-        bench.skipped.add_row({size.shape ? to_string(*size.shape) : format_bytes(size.bytes),
-                               variant, instance.status().message()});
+        const std::string label = size.shape    ? to_string(*size.shape)
+                                  : size.matrix ? to_string(*size.matrix)
+                                                : format_bytes(size.bytes);
+        bench.skipped.add_row({label, variant, instance.status().message()});
         continue;
       }
       const std::uint64_t in = instance->input_bytes, out = instance->output_bytes;
@@ -254,7 +257,7 @@ int run(const Options& options, const std::string& command_line) {
 const Command kBenchOp = {
     .name = "bench op",
     .summary =
-        "One op (fill, normalize) against a device-to-device copy of the same bytes, its "
+        "One op (fill, normalize, binary_quantize) against a device-to-device copy of the same bytes, its "
         "output checked bit for bit against the CPU backend.",
     .about =
         "Per size and output type, lists of the op's commands on the compute queue (median per\n"

@@ -154,6 +154,10 @@ Result<Options::Value> parse_value(const OptionSpec& spec, std::string_view text
 
 const std::span<const OptionSpec> kBenchOptions = kBenchOptionList;
 
+std::string to_string(const MatrixShape& shape) {
+  return std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
+}
+
 std::string to_string(const BatchShape& shape) {
   return std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x" +
          std::to_string(shape[2]) + "x" + std::to_string(shape[3]);
@@ -173,10 +177,14 @@ Result<std::vector<OpSize>> parse_op_sizes(std::string_view text) {
   return parse_list<OpSize>(text, [](std::string_view item) -> Result<OpSize> {
     if (item.find('x') == std::string_view::npos) {
       FERRY_ASSIGN_OR_RETURN(const std::uint64_t bytes, parse_size(item));
-      return OpSize{bytes, std::nullopt};
+      return OpSize{bytes, std::nullopt, std::nullopt};
+    }
+    if (std::count(item.begin(), item.end(), 'x') == 1) {
+      FERRY_ASSIGN_OR_RETURN(const std::vector<std::uint32_t> d, parse_dims(item));
+      return OpSize{std::uint64_t{d[0]} * d[1], std::nullopt, MatrixShape{d[0], d[1]}};
     }
     FERRY_ASSIGN_OR_RETURN(const BatchShape s, parse_shape(item));
-    return OpSize{std::uint64_t{s[0]} * s[1] * s[2] * s[3], s};
+    return OpSize{std::uint64_t{s[0]} * s[1] * s[2] * s[3], s, std::nullopt};
   });
 }
 

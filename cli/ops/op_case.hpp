@@ -1,4 +1,4 @@
-// The ops `ferry bench op` knows, one small file each (fill.cpp, normalize.cpp): how to make an
+// The ops `ferry bench op` knows, one small file each (fill.cpp, normalize.cpp, ...): how to make an
 // op's input for a size, how to record it, the bytes it moves. The list is kOps in bench_op.cpp;
 // adding an op is its file, its k<Op>Op declaration below and one line there.
 #pragma once
@@ -32,7 +32,7 @@ struct OpCase {
   Result<OpInstance> (*instance)(const OpSize& size, std::string_view variant) = nullptr;
 };
 
-extern const OpCase kFillOp, kNormalizeOp;
+extern const OpCase kFillOp, kNormalizeOp, kBinaryQuantizeOp;
 
 // An IngressPipeline's options that normalize each batch with `params`.
 Result<IngressOptions> normalize_ingress_options(const NormalizeParams& params,
