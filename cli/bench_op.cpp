@@ -150,7 +150,8 @@ std::string ops_help() {
   for (const OpCase* op : kOps) {
     std::string text = std::string(op->summary) + ". Sizes: " + std::string(op->default_sizes) +
                        " (--quick: " + std::string(op->quick_sizes) + ")";
-    if (!op->variants.empty()) text += "; outputs: " + std::string(op->variants);
+    if (!op->variants.empty())
+      text += "; " + std::string(op->variant_label) + "s: " + std::string(op->variants);
     help += wrap_text("  " + std::string(op->name), text, 14);
   }
   return help;
@@ -181,7 +182,7 @@ Status measure(Bench& bench, const OpCase& op) {
   Section& table = bench.report.add_section(
       std::string(op.name) + " against a device-to-device copy of the same bytes", "results");
   table.columns = {{"size", "size", Unit::text, false, true},
-                   {"output", "variant", Unit::text, op.variants.empty()},
+                   {std::string(op.variant_label), "variant", Unit::text, op.variants.empty()},
                    {"bytes moved", "bytes_per_command", Unit::bytes},
                    {"op us", "op_us_per_command", Unit::us}, {"op GB/s", "op_gbps", Unit::gbps},
                    {"copy us", "copy_us_per_command", Unit::us},
@@ -194,7 +195,9 @@ Status measure(Bench& bench, const OpCase& op) {
       "which is the copy's time over the op's. Every output matched the CPU backend's "
       "bit for bit."};
   bench.skipped = {"Skipped sizes", "skipped", {},
-                   {{"size", "size"}, {"output", "variant"}, {"reason", "reason"}}};
+                   {{"size", "size"},
+                    {std::string(op.variant_label), "variant"},
+                    {"reason", "reason"}}};
   std::uint64_t seed = 0x5eed;
   for (const OpSize& size : sizes) {
     for (const std::string& variant : split_list(op.variants)) {

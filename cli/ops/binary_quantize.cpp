@@ -44,11 +44,12 @@ Result<OpInstance> binary_quantize_instance(const OpSize& size, std::string_view
 const OpCase kBinaryQuantizeOp = {
     .name = "binary_quantize",
     .summary =
-        "float32, float16 and bfloat16 rows (the variant is the input type) to packed binary "
+        "float32, float16 and bfloat16 rows to packed binary "
         "codes, 1 bit per dimension (x > 0), rows padded to 64 bits; a size is a matrix "
         "ROWSxDIMS, or bytes of input (rows of 256 dimensions); bytes moved: the input read and "
         "the codes written",
     .variants = "float32,float16,bfloat16",
+    .variant_label = "input",
     .default_sizes = "1000000x256,100000x1024,1000000x100",
     .quick_sizes = "1000x256,37x1000",
     .instance = binary_quantize_instance,

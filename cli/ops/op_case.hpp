@@ -27,6 +27,7 @@ struct OpCase {
   std::string_view name = {};           // as `ferry bench op` takes it
   std::string_view summary = {};        // for --help: what is measured, what a size means
   std::string_view variants = {};       // comma-separated ("float32,float16"); empty: one
+  std::string_view variant_label = "output";  // what a variant picks (the help, the tables)
   std::string_view default_sizes = {};  // as --sizes takes them
   std::string_view quick_sizes = {};
   Result<OpInstance> (*instance)(const OpSize& size, std::string_view variant) = nullptr;

@@ -38,7 +38,9 @@ constexpr std::uint64_t binary_code_bytes(std::uint32_t dims) noexcept {
 
 // An optional per-dimension threshold vector: `dims` float32 values at `offset` of `*buffer` (a
 // multiple of 4 bytes from the start of the memory). With buffer == nullptr every threshold is
-// 0.0f. The buffer is only read; it must be of the same device as the input and output.
+// 0.0f. The memory is only read; it must be of the same device as the input and output. The
+// BufferRef pointed to need only outlive the binary_quantize() call: the recorded command keeps
+// the memory itself alive until its submission completes, like every other binding.
 struct BinaryQuantizeThresholds {
   const BufferRef* buffer = nullptr;
   std::uint64_t offset = 0;
