@@ -14,8 +14,9 @@ namespace {
 
 constexpr OptionSpec kOptions[] = {
     {.name = "--sizes", .kind = OptionKind::op_sizes, .metavar = "LIST",
-     .help = "comma-separated sizes (K/M/G suffixes) or NxHxWxC shapes; meaning and defaults per "
-             "op (above). Sizes that do not fit in memory are skipped and listed"},
+     .help = "comma-separated sizes (K/M/G suffixes), NxHxWxC shapes or ROWSxCOLS matrices; "
+             "meaning and defaults per op (above). Sizes that do not fit in memory are skipped "
+             "and listed"},
     {.name = "--min-time-ms", .kind = OptionKind::count, .metavar = "N",
      .help = "time measured per op and per copy, after a warm-up list", .fallback = "500",
      .quick = "50", .max = 3'600'000},
@@ -23,7 +24,7 @@ constexpr OptionSpec kOptions[] = {
      .help = "commands per CommandList", .fallback = "20", .quick = "4", .min = 1, .max = 1000},
 };
 
-const OpCase* const kOps[] = {&kFillOp, &kNormalizeOp, &kHammingTopkOp};
+const OpCase* const kOps[] = {&kFillOp, &kNormalizeOp, &kBinaryQuantizeOp, &kHammingTopkOp};
 
 struct OpBuffers {
   std::vector<Buffer> inputs, outputs;  // `sets` of each
@@ -149,7 +150,8 @@ std::string ops_help() {
   for (const OpCase* op : kOps) {
     std::string text = std::string(op->summary) + ". Sizes: " + std::string(op->default_sizes) +
                        " (--quick: " + std::string(op->quick_sizes) + ")";
-    if (!op->variants.empty()) text += "; outputs: " + std::string(op->variants);
+    if (!op->variants.empty())
+      text += "; " + std::string(op->variant_label) + "s: " + std::string(op->variants);
     help += wrap_text("  " + std::string(op->name), text, 14);
   }
   return help;
@@ -180,7 +182,7 @@ Status measure(Bench& bench, const OpCase& op) {
   Section& table = bench.report.add_section(
       std::string(op.name) + " against a device-to-device copy of the same bytes", "results");
   table.columns = {{"size", "size", Unit::text, false, true},
-                   {"output", "variant", Unit::text, op.variants.empty()},
+                   {std::string(op.variant_label), "variant", Unit::text, op.variants.empty()},
                    {"bytes moved", "bytes_per_command", Unit::bytes},
                    {"op us", "op_us_per_command", Unit::us}, {"op GB/s", "op_gbps", Unit::gbps},
                    {"copy us", "copy_us_per_command", Unit::us},
@@ -193,14 +195,18 @@ Status measure(Bench& bench, const OpCase& op) {
       "which is the copy's time over the op's. Every output matched the CPU backend's "
       "bit for bit."};
   bench.skipped = {"Skipped sizes", "skipped", {},
-                   {{"size", "size"}, {"output", "variant"}, {"reason", "reason"}}};
+                   {{"size", "size"},
+                    {std::string(op.variant_label), "variant"},
+                    {"reason", "reason"}}};
   std::uint64_t seed = 0x5eed;
   for (const OpSize& size : sizes) {
     for (const std::string& variant : split_list(op.variants)) {
       Result<OpInstance> instance = op.instance(size, variant);
       if (!instance.ok()) {
-        bench.skipped.add_row({size.shape ? to_string(*size.shape) : format_bytes(size.bytes),
-                               variant, instance.status().message()});
+        const std::string label = size.shape    ? to_string(*size.shape)
+                                  : size.matrix ? to_string(*size.matrix)
+                                                : format_bytes(size.bytes);
+        bench.skipped.add_row({label, variant, instance.status().message()});
         continue;
       }
       const std::uint64_t in = instance->input_bytes, out = instance->output_bytes;
@@ -255,7 +261,7 @@ int run(const Options& options, const std::string& command_line) {
 const Command kBenchOp = {
     .name = "bench op",
     .summary =
-        "One op (fill, normalize) against a device-to-device copy of the same bytes, its "
+        "One op (fill, normalize, binary_quantize) against a device-to-device copy of the same bytes, its "
         "output checked bit for bit against the CPU backend.",
     .about =
         "Per size and output type, lists of the op's commands on the compute queue (median per\n"

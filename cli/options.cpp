@@ -158,6 +158,10 @@ Result<Options::Value> parse_value(const OptionSpec& spec, std::string_view text
 
 const std::span<const OptionSpec> kBenchOptions = kBenchOptionList;
 
+std::string to_string(const MatrixShape& shape) {
+  return std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
+}
+
 std::string to_string(const BatchShape& shape) {
   return std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x" +
          std::to_string(shape[2]) + "x" + std::to_string(shape[3]);
@@ -177,11 +181,16 @@ Result<std::vector<OpSize>> parse_op_sizes(std::string_view text) {
   return parse_list<OpSize>(text, [](std::string_view item) -> Result<OpSize> {
     if (item.find('x') == std::string_view::npos) {
       FERRY_ASSIGN_OR_RETURN(const std::uint64_t bytes, parse_size(item));
-      return OpSize{bytes, std::nullopt};
+      return OpSize{bytes, std::nullopt, std::nullopt};
+    }
+    if (std::count(item.begin(), item.end(), 'x') == 1) {
+      FERRY_ASSIGN_OR_RETURN(const std::vector<std::uint32_t> d, parse_dims(item));
+      return OpSize{std::uint64_t{d[0]} * d[1], std::nullopt, MatrixShape{d[0], d[1]}};
     }
     // Four dimensions whose meaning is the op's (its instance checks them).
     FERRY_ASSIGN_OR_RETURN(const std::vector<std::uint32_t> d, parse_dims(item, 4, false));
-    return OpSize{std::uint64_t{d[0]} * d[1] * d[2] * d[3], BatchShape{d[0], d[1], d[2], d[3]}};
+    return OpSize{std::uint64_t{d[0]} * d[1] * d[2] * d[3], BatchShape{d[0], d[1], d[2], d[3]},
+                  std::nullopt};
   });
 }
 

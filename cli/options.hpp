@@ -54,10 +54,15 @@ extern const std::span<const OptionSpec> kBenchOptions;
 // An image batch shape NxHxWxC (batch, height, width, channels), e.g. 64x224x224x3.
 using BatchShape = std::array<std::uint32_t, 4>;
 std::string to_string(const BatchShape& shape);
-// An op's input size: bytes, or an image batch shape (bytes: its uint8 size).
+// A matrix ROWSxCOLS, e.g. 1000000x256 (binary_quantize's rows and dims).
+using MatrixShape = std::array<std::uint32_t, 2>;
+std::string to_string(const MatrixShape& shape);
+// An op's input size: bytes, an image batch shape (bytes: its uint8 size), or a matrix (bytes: its
+// element count). Each op says which it takes.
 struct OpSize {
   std::uint64_t bytes = 0;
   std::optional<BatchShape> shape;
+  std::optional<MatrixShape> matrix;
 };
 Result<std::vector<OpSize>> parse_op_sizes(std::string_view text);
 std::vector<std::string> split_list(std::string_view text);  // at commas

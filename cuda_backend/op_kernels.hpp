@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <tuple>
 
+#include "ops/binary_quantize_kernel.hpp"
 #include "ops/fill_kernel.hpp"
 #include "ops/hamming_topk_kernel.hpp"
 #include "ops/normalize_kernel.hpp"

@@ -32,6 +32,10 @@ NormalizeParams imagenet_normalize_params(const BatchShape& shape, ElementType o
 namespace {
 
 Result<OpInstance> normalize_instance(const OpSize& size, std::string_view variant) {
+  if (size.matrix) {
+    return Status(ErrorCode::invalid_argument,
+                  "normalize takes NxHxWxC batch shapes or bytes, not a ROWSxCOLS matrix");
+  }
   constexpr std::uint32_t kRowBytes = 1024 * 3;
   const BatchShape shape = size.shape.value_or(BatchShape{
       1, static_cast<std::uint32_t>(std::max<std::uint64_t>(1, size.bytes / kRowBytes)), 1024, 3});

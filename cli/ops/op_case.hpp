@@ -1,4 +1,4 @@
-// The ops `ferry bench op` knows, one small file each (fill.cpp, normalize.cpp): how to make an
+// The ops `ferry bench op` knows, one small file each (fill.cpp, normalize.cpp, ...): how to make an
 // op's input for a size, how to record it, the bytes it moves. The list is kOps in bench_op.cpp;
 // adding an op is its file, its k<Op>Op declaration below and one line there.
 #pragma once
@@ -27,12 +27,13 @@ struct OpCase {
   std::string_view name = {};           // as `ferry bench op` takes it
   std::string_view summary = {};        // for --help: what is measured, what a size means
   std::string_view variants = {};       // comma-separated ("float32,float16"); empty: one
+  std::string_view variant_label = "output";  // what a variant picks (the help, the tables)
   std::string_view default_sizes = {};  // as --sizes takes them
   std::string_view quick_sizes = {};
   Result<OpInstance> (*instance)(const OpSize& size, std::string_view variant) = nullptr;
 };
 
-extern const OpCase kFillOp, kNormalizeOp, kHammingTopkOp;
+extern const OpCase kFillOp, kNormalizeOp, kBinaryQuantizeOp, kHammingTopkOp;
 
 // An IngressPipeline's options that normalize each batch with `params`.
 Result<IngressOptions> normalize_ingress_options(const NormalizeParams& params,

@@ -1,7 +1,8 @@
 // Ops and what each device can run (Device::supports): every op is supported, or refused when
 // recorded with the same reason; the refusal changes nothing. ctest also runs this (with the
-// normalize and ingress tests) on Vulkan with FERRY_VULKAN_HIDE_FEATURES=shaderInt64, where
-// normalize is refused and the tests needing it are skipped and counted.
+// normalize, ingress and binary_quantize tests) on Vulkan with
+// FERRY_VULKAN_HIDE_FEATURES=shaderInt64, where normalize is refused and the tests needing it are
+// skipped and counted, while binary_quantize, which needs no optional feature, runs.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@ TEST_CASE("ops: every op is supported, or refused when recorded with the reason 
   const std::vector<std::string_view> ops = ferry::list_ops();
   CHECK(std::find(ops.begin(), ops.end(), "fill") != ops.end());
   CHECK(std::find(ops.begin(), ops.end(), "normalize") != ops.end());
+  CHECK(std::find(ops.begin(), ops.end(), "binary_quantize") != ops.end());
 
   ferry_test::for_each_backend([&](BackendUnderTest& t) {
     CHECK_ERROR(t.device.supports("no such op"), ErrorCode::invalid_argument);
@@ -58,6 +60,14 @@ TEST_CASE("ops: every op is supported, or refused when recorded with the reason 
       CHECK(normalized.message().find(normalize_support.message()) != std::string::npos);
       CHECK(pipeline.status().message().find(normalize_support.message()) != std::string::npos);
     }
+    // binary_quantize's shader needs no optional feature: every device runs it.
+    CHECK_OK(t.device.supports("binary_quantize"));
+    ferry::BinaryQuantizeParams quantize;
+    quantize.rows = 4;
+    quantize.dims = 100;
+    CommandList quantizes;
+    CHECK_OK(ferry::binary_quantize(quantizes, source, 0, target, 0, quantize));
+    CHECK(quantizes.size() == 1);
     // A refusal changes nothing: the device and its queues go on.
     CHECK_OK(ferry_test::fill_and_wait(t.device, target, 0, 64, 3));
   });

@@ -62,8 +62,8 @@ struct BackendInfo {
 // Every backend compiled in, whether it can be used here, and its devices.
 std::vector<BackendInfo> list_backends();
 
-// The names of the ops every backend implements (ferry/ops/: "fill", "normalize"), for
-// Device::supports.
+// The names of the ops every backend implements (ferry/ops/: "fill", "normalize",
+// "binary_quantize"), for Device::supports.
 std::vector<std::string_view> list_ops();
 
 enum class MessageSeverity : std::uint8_t { info, warning, error };

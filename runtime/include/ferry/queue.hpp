@@ -1,5 +1,5 @@
-// Queue and CommandList: record copies and ops (ferry/ops/: fill, normalize), submit them with
-// timeline waits and signals.
+// Queue and CommandList: record copies and ops (ferry/ops/: fill, normalize, binary_quantize),
+// submit them with timeline waits and signals.
 //
 // Commands of one submission run in the order recorded, each seeing the results of the ones
 // before it. Submissions on one queue run one after another in submission order, like a CUDA
@@ -81,8 +81,9 @@ class Queue {
   QueueKind kind() const noexcept { return kind_; }
 
   // Submits the commands. Returns the point on this queue's own progress timeline at which the
-  // submission completes (also usable in other submissions' waits). Fill and normalize commands
-  // need the compute queue. Errors come in two kinds (see timeline.hpp):
+  // submission completes (also usable in other submissions' waits). Op commands (fill,
+  // normalize, binary_quantize) need the compute queue. Errors come in two kinds (see
+  // timeline.hpp):
   // - rejected (an argument error, a wait on a value that will never be reached, a closed
   //   device): nothing was submitted and no timeline changed;
   // - accepted, then refused by the backend: the signals in sync.signal fail (their waiters get

@@ -24,19 +24,6 @@ std::string_view to_string(ImageLayout layout) noexcept {
   return "unknown layout";
 }
 
-std::string_view to_string(ElementType type) noexcept {
-  switch (type) {
-    case ElementType::float32: return "float32";
-    case ElementType::float16: return "float16";
-    case ElementType::bfloat16: return "bfloat16";
-  }
-  return "unknown element type";
-}
-
-std::uint32_t element_size(ElementType type) noexcept {
-  return type == ElementType::float32 ? 4 : 2;
-}
-
 namespace {
 
 constexpr const char* kCall = "normalize";

@@ -12,15 +12,17 @@
 #include <type_traits>
 #include <variant>
 
+#include "ops/binary_quantize.hpp"
 #include "ops/fill.hpp"
 #include "ops/hamming_topk.hpp"
 #include "ops/normalize.hpp"
 
 // X(name, Type): the op's name (Device::supports, error messages, tests) and the prefix of its
 // types: ops::<Type>Args (what a command carries), vulkan::<Type>Pipeline, cuda::<Type>Kernel.
-#define FERRY_OP_LIST(X)    \
-  X(fill, Fill)             \
-  X(normalize, Normalize)   \
+#define FERRY_OP_LIST(X)             \
+  X(fill, Fill)                      \
+  X(normalize, Normalize)            \
+  X(binary_quantize, BinaryQuantize) \
   X(hamming_topk, HammingTopk)
 
 namespace ferry::ops {

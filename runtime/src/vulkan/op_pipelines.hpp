@@ -9,6 +9,7 @@
 
 #include "ops/op_list.hpp"
 #include "vulkan/context.hpp"
+#include "vulkan/ops/binary_quantize.hpp"
 #include "vulkan/ops/fill.hpp"
 #include "vulkan/ops/hamming_topk.hpp"
 #include "vulkan/ops/normalize.hpp"

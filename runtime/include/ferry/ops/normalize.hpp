@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "ferry/element_type.hpp"  // ElementType, to_string, element_size
 #include "ferry/ingress.hpp"
 #include "ferry/queue.hpp"
 #include "ferry/status.hpp"
@@ -26,10 +27,6 @@ enum class ImageLayout : std::uint8_t {
   nchw,  // planar: each channel is a plane of its own
 };
 std::string_view to_string(ImageLayout layout) noexcept;
-
-enum class ElementType : std::uint8_t { float32, float16, bfloat16 };
-std::string_view to_string(ElementType type) noexcept;
-std::uint32_t element_size(ElementType type) noexcept;
 
 // Where a batch of uint8 images lies in memory. Pitches of 0 mean tightly packed.
 struct ImageBatchLayout {
