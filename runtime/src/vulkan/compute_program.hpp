@@ -38,4 +38,23 @@ class ComputeProgram {
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
 };
 
+// A byte range of one buffer that a dispatch reads or writes (its whole descriptor window: that
+// is what the validation layers track). Dispatches of one command whose windows conflict need a
+// barrier between them (record_compute_barrier).
+struct WindowAccess {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+  bool write = false;
+
+  bool conflicts(const WindowAccess& other) const {
+    return (write || other.write) && buffer == other.buffer && begin < other.end &&
+           other.begin < end;
+  }
+};
+
+// Orders a command's dispatches: storage writes of the compute shaders recorded before become
+// visible to the storage reads and writes of those recorded after.
+void record_compute_barrier(const VolkDeviceTable& vk, VkCommandBuffer command_buffer);
+
 }  // namespace ferry::vulkan

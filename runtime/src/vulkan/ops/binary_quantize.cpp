@@ -32,20 +32,6 @@ static_assert(kLayout.offsets[7] == offsetof(BinaryQuantizePushConstants, input_
 static_assert(kLayout.offsets[8] == offsetof(BinaryQuantizePushConstants, has_thresholds));
 static_assert(kLayout.offsets[9] == offsetof(BinaryQuantizePushConstants, vector_loads));
 
-// A byte range of one buffer that a dispatch reads or writes (its whole descriptor window: that
-// is what the validation layers track).
-struct WindowAccess {
-  VkBuffer buffer = VK_NULL_HANDLE;
-  std::uint64_t begin = 0;
-  std::uint64_t end = 0;
-  bool write = false;
-
-  bool conflicts(const WindowAccess& other) const {
-    return (write || other.write) && buffer == other.buffer && begin < other.end &&
-           other.begin < end;
-  }
-};
-
 }  // namespace
 
 Status BinaryQuantizePipeline::create(const DeviceContext& context) {
@@ -122,18 +108,7 @@ Status BinaryQuantizePipeline::record(VkCommandBuffer command_buffer,
     if (conflict) {
       // Dispatches of one command never touch the same bytes; only their windows overlap (by
       // less than the offset alignment).
-      VkMemoryBarrier2 barrier{};
-      barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2;
-      barrier.srcStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
-      barrier.srcAccessMask = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
-      barrier.dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
-      barrier.dstAccessMask =
-          VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
-      VkDependencyInfo dependency{};
-      dependency.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO;
-      dependency.memoryBarrierCount = 1;
-      dependency.pMemoryBarriers = &barrier;
-      vk.vkCmdPipelineBarrier2(command_buffer, &dependency);
+      record_compute_barrier(vk, command_buffer);
       since_barrier.clear();
     }
     since_barrier.insert(since_barrier.end(), accesses.begin(), accesses.end());

@@ -129,19 +129,7 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
     if (p > 0) {
       // Each pass reads the candidates the one before wrote, and overwrites what an earlier one
       // read.
-      VkMemoryBarrier2 barrier{};
-      barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2;
-      barrier.srcStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
-      barrier.srcAccessMask =
-          VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT | VK_ACCESS_2_SHADER_STORAGE_READ_BIT;
-      barrier.dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
-      barrier.dstAccessMask =
-          VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
-      VkDependencyInfo dependency{};
-      dependency.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO;
-      dependency.memoryBarrierCount = 1;
-      dependency.pMemoryBarriers = &barrier;
-      vk.vkCmdPipelineBarrier2(command_buffer, &dependency);
+      record_compute_barrier(vk, command_buffer);
     }
     HammingTopkPushConstants push{};
     push.flags = (pass.from_codes ? FERRY_HAMMING_FROM_CODES : 0u) |

@@ -43,20 +43,6 @@ static_assert(kNormalizeLayout.offsets[16] == offsetof(NormalizePushConstants, s
 static_assert(kNormalizeLayout.offsets[17] == offsetof(NormalizePushConstants, scale_bits));
 static_assert(kNormalizeLayout.offsets[18] == offsetof(NormalizePushConstants, bias_bits));
 
-// A byte range of one buffer that a dispatch reads or writes (its whole descriptor window: that
-// is what the validation layers track).
-struct WindowAccess {
-  VkBuffer buffer = VK_NULL_HANDLE;
-  std::uint64_t begin = 0;
-  std::uint64_t end = 0;
-  bool write = false;
-
-  bool conflicts(const WindowAccess& other) const {
-    return (write || other.write) && buffer == other.buffer && begin < other.end &&
-           other.begin < end;
-  }
-};
-
 // The specialization constants of one pipeline, in the order of kSpecializationEntries.
 struct Specialization {
   std::uint32_t workgroup_size = 0;
@@ -268,18 +254,7 @@ Status NormalizePipeline::record(VkCommandBuffer command_buffer, const ops::Norm
     if (conflict) {
       // Dispatches of one command never touch the same bytes; only their windows overlap (by
       // less than the offset alignment).
-      VkMemoryBarrier2 barrier{};
-      barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2;
-      barrier.srcStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
-      barrier.srcAccessMask = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
-      barrier.dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
-      barrier.dstAccessMask = VK_ACCESS_2_SHADER_STORAGE_READ_BIT |
-                              VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
-      VkDependencyInfo dependency{};
-      dependency.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO;
-      dependency.memoryBarrierCount = 1;
-      dependency.pMemoryBarriers = &barrier;
-      vk.vkCmdPipelineBarrier2(command_buffer, &dependency);
+      record_compute_barrier(vk, command_buffer);
       since_barrier.clear();
     }
     since_barrier.push_back(read);
