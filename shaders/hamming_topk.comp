@@ -59,10 +59,17 @@ void select_and_write(uint count, uint keep, uint query, uint row0, uint in_at, 
   for (uint b = t * per; b < min(bins, t * per + per); ++b) sum += s_hist[b];
   s_partial[t] = sum;
   barrier();
-  if (t == 0u) {
-    uint nearer = 0u, part = 0u;
-    while (nearer + s_partial[part] < keep) nearer += s_partial[part++];
-    uint threshold = part * per;
+  // Inclusive prefix sums of the invocations' bins (log2(WG) steps); the one invocation whose
+  // bins hold the keep-th item walks them.
+  for (uint offset = 1u; offset < WG; offset <<= 1) {
+    const uint add = t >= offset ? s_partial[t - offset] : 0u;
+    barrier();
+    s_partial[t] += add;
+    barrier();
+  }
+  const uint inclusive = s_partial[t];
+  if (inclusive - sum < keep && inclusive >= keep) {
+    uint nearer = inclusive - sum, threshold = t * per;
     while (nearer + s_hist[threshold] < keep) nearer += s_hist[threshold++];
     s_threshold = threshold;
     s_nearer = nearer;

@@ -46,10 +46,17 @@ __device__ void select_and_write(Shared& s, const unsigned (&dist)[Items], const
   for (unsigned b = t * per; b < min(bins, t * per + per); ++b) sum += s.hist[b];
   s.partial[t] = sum;
   __syncthreads();
-  if (t == 0u) {
-    unsigned nearer = 0u, part = 0u;
-    while (nearer + s.partial[part] < keep) nearer += s.partial[part++];
-    unsigned threshold = part * per;
+  // Inclusive prefix sums of the threads' bins (log2(block) steps); the one thread whose bins
+  // hold the keep-th item walks them.
+  for (unsigned offset = 1u; offset < kHammingBlock; offset <<= 1) {
+    const unsigned add = t >= offset ? s.partial[t - offset] : 0u;
+    __syncthreads();
+    s.partial[t] += add;
+    __syncthreads();
+  }
+  const unsigned inclusive = s.partial[t];
+  if (inclusive - sum < keep && inclusive >= keep) {
+    unsigned nearer = inclusive - sum, threshold = t * per;
     while (nearer + s.hist[threshold] < keep) nearer += s.hist[threshold++];
     s.threshold = threshold;
     s.nearer = nearer;
