@@ -1,0 +1,138 @@
+// The passes of hamming_topk's GPU plan (pure function, no GPU), replayed on the host as the
+// shader and the CUDA kernel run them: each pass's groups keep their smallest (distance,
+// position) entries into the scratch offsets and strides the plan gives, slice after slice. The
+// replay must equal a brute-force search, never touch scratch outside the plan's bytes, and never
+// read and write the same scratch entries in one pass, for many sizes, k and scratch budgets.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "ops/hamming_topk.hpp"
+
+namespace {
+
+using ferry::ops::HammingPass;
+using ferry::ops::HammingTopkArgs;
+using Entry = std::pair<std::uint32_t, std::uint32_t>;  // distance, row index
+
+constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+
+// The entries a group keeps: the `keep` smallest by (distance, position), sorted. Positions
+// follow index order among equal distances (the plan's invariant), so sorting by (distance,
+// position) is what the GPU's keys do.
+std::vector<Entry> keep_smallest(const std::vector<Entry>& group, std::uint32_t keep) {
+  std::vector<std::pair<Entry, std::uint32_t>> keyed;  // ((distance, position), index)
+  for (std::uint32_t p = 0; p < group.size(); ++p) keyed.push_back({{group[p].first, p}, group[p].second});
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<Entry> kept;
+  for (std::uint32_t i = 0; i < keep; ++i) kept.push_back({keyed[i].first.first, keyed[i].second});
+  return kept;
+}
+
+void replay(const HammingTopkArgs& args, const std::vector<std::vector<std::uint32_t>>& dist) {
+  INFO("queries " << args.queries << ", rows " << args.rows << ", k " << args.k << ", budget "
+                  << args.scratch_budget);
+  const ferry::Result<ferry::ops::HammingTopkPlan> plan =
+      ferry::ops::plan_hamming_topk(args, "test");
+  REQUIRE(plan.ok());
+  const std::uint64_t scratch_entries = plan->scratch_bytes / ferry::ops::kHammingCandidateBytes;
+  std::vector<Entry> scratch(scratch_entries, {kNone, kNone});
+  std::vector<Entry> output(std::uint64_t{args.queries} * args.k, {kNone, kNone});
+  std::vector<bool> done(args.queries, false);
+  for (const HammingPass& pass : plan->passes) {
+    std::vector<char> read(scratch_entries, 0), written(scratch_entries, 0);
+    const std::uint32_t group_size = pass.from_codes ? ferry::ops::kHammingChunkRows
+                                                     : ferry::ops::kHammingMergeGroup;
+    REQUIRE(pass.groups == (pass.items + group_size - 1) / group_size);
+    REQUIRE(pass.query_begin + pass.query_count <= args.queries);
+    for (std::uint32_t q = 0; q < pass.query_count; ++q) {
+      const std::uint32_t query = pass.query_begin + q;
+      std::vector<Entry> out_run;
+      for (std::uint32_t g = 0; g < pass.groups; ++g) {
+        const std::uint32_t first = g * group_size;
+        const std::uint32_t count = std::min(group_size, pass.items - first);
+        std::vector<Entry> group;
+        for (std::uint32_t i = 0; i < count; ++i) {
+          if (pass.from_codes) {
+            group.push_back({dist[query][first + i], first + i});
+          } else {
+            const std::uint64_t at = std::uint64_t{pass.in_base} + q * pass.in_stride + first + i;
+            if (at >= scratch_entries) FAIL("a read past the scratch memory: entry " << at);
+            read[at] = 1;
+            group.push_back(scratch[at]);
+          }
+        }
+        const std::vector<Entry> kept = keep_smallest(group, std::min(args.k, count));
+        if (pass.final) {
+          if (pass.groups != 1) FAIL("a final pass of " << pass.groups << " groups");
+          for (std::uint32_t s = 0; s < args.k; ++s)
+            output[std::uint64_t{query} * args.k + s] = s < kept.size() ? kept[s] : Entry{kNone, kNone};
+          done[query] = true;
+          continue;
+        }
+        const std::uint64_t run = std::uint64_t{pass.out_base} + q * pass.out_stride +
+                                  g * std::min(args.k, group_size);
+        if (run + kept.size() > scratch_entries) FAIL("a write past the scratch memory: " << run);
+        for (std::uint32_t s = 0; s < kept.size(); ++s) {
+          written[run + s] = 1;
+          scratch[run + s] = kept[s];
+        }
+      }
+    }
+    for (std::uint64_t e = 0; e < scratch_entries; ++e) {
+      if (read[e] && written[e]) FAIL("a pass reads and writes scratch entry " << e);
+    }
+  }
+  for (std::uint32_t q = 0; q < args.queries; ++q) {
+    if (!done[q]) FAIL("query " << q << " was never finished");
+    std::vector<Entry> truth;
+    for (std::uint32_t r = 0; r < args.rows; ++r) truth.push_back({dist[q][r], r});
+    std::sort(truth.begin(), truth.end());
+    for (std::uint32_t s = 0; s < args.k; ++s) {
+      const Entry expected = s < truth.size() ? truth[s] : Entry{kNone, kNone};
+      const Entry got = output[std::uint64_t{q} * args.k + s];
+      if (got != expected) {
+        FAIL("query " << q << " rank " << s << ": (" << got.first << ", " << got.second
+                      << ") instead of (" << expected.first << ", " << expected.second << ")");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("hamming_topk plan: replayed passes equal a brute-force search") {
+  std::mt19937_64 rng(0x4a11);
+  struct Case {
+    std::uint32_t queries, rows, k;
+    std::uint64_t budget;
+    std::uint32_t distinct;  // distance values drawn from 0..distinct-1 (few: ties everywhere)
+  };
+  const Case cases[] = {
+      {1, 1, 1, 64 << 20, 4},            // one row, one pass
+      {3, 2048, 7, 64 << 20, 257},       // one chunk exactly: one pass
+      {5, 2049, 1024, 64 << 20, 3},      // a chunk and a row, k > the short chunk
+      {2, 40000, 1024, 64 << 20, 257},   // level 0 and two merges
+      {9, 100000, 1024, 1 << 20, 40},    // slices of few queries, four levels
+      {7, 9001, 10, 20000, 2},           // a budget below the target: one query per slice
+      {70000, 5, 2, 64 << 20, 3},        // more queries than one grid row: slices of 65535
+  };
+  for (const Case& c : cases) {
+    HammingTopkArgs args{8, c.queries, c.rows, c.k, c.budget};
+    std::vector<std::vector<std::uint32_t>> dist(c.queries, std::vector<std::uint32_t>(c.rows));
+    for (auto& row : dist)
+      for (auto& d : row) d = static_cast<std::uint32_t>(rng() % c.distinct);
+    replay(args, dist);
+  }
+}
+
+TEST_CASE("hamming_topk plan: a query that cannot fit the scratch budget is an error") {
+  HammingTopkArgs args{8, 4, 40000, 1024, 64 << 10};
+  const auto plan = ferry::ops::plan_hamming_topk(args, "test");
+  REQUIRE(!plan.ok());
+  CHECK(plan.status().code() == ferry::ErrorCode::resource_exhausted);
+}
