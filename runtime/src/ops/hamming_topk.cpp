@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -155,6 +156,8 @@ Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const cha
 
 namespace {
 
+using Candidate = std::pair<std::uint32_t, std::uint32_t>;  // (distance, row index)
+
 std::uint64_t load_word(const std::byte* at) {
   std::uint64_t word = 0;
   std::memcpy(&word, at, sizeof word);
@@ -163,49 +166,142 @@ std::uint64_t load_word(const std::byte* at) {
 
 void store_u32(std::byte* at, std::uint32_t value) { std::memcpy(at, &value, sizeof value); }
 
+// The queries of one block and their running k nearest: max-heaps on (distance, index), so the
+// top is the entry a nearer row replaces. Rows arrive in index order, so a row at the top's
+// distance never displaces it (its index is larger): only d < top.distance enters a full heap.
+struct QueryBlock {
+  static constexpr std::uint32_t kQueries = 8;   // one database row loaded serves 8 queries
+  static constexpr std::uint32_t kRows = 4096;   // rows per pass over the block: cache-sized
+  std::uint32_t first = 0, count = 0;
+  std::vector<std::uint64_t> codes;              // [kQueries x words64]
+  std::vector<Candidate> heaps[kQueries];
+};
+
+// Distances of `rows` database rows from `row0` to the block's queries, heaps updated. Inlined
+// into scan_rows' variants (below), each compiled for its own instruction set.
+[[gnu::always_inline]] inline void scan_rows_body(QueryBlock& block, const std::byte* database,
+                                                  std::uint64_t code_bytes, std::uint32_t words64,
+                                                  std::uint32_t row0, std::uint32_t rows,
+                                                  std::uint32_t k) {
+  std::uint32_t distance[QueryBlock::kQueries];
+  for (std::uint32_t r = row0; r < row0 + rows; ++r) {
+    const std::byte* row = database + r * code_bytes;
+    for (std::uint32_t q = 0; q < block.count; ++q) distance[q] = 0;
+    for (std::uint32_t w = 0; w < words64; ++w) {
+      const std::uint64_t x = load_word(row + 8 * w);
+      for (std::uint32_t q = 0; q < block.count; ++q)
+        distance[q] += static_cast<std::uint32_t>(__builtin_popcountll(x ^ block.codes[q * words64 + w]));
+    }
+    for (std::uint32_t q = 0; q < block.count; ++q) {
+      std::vector<Candidate>& heap = block.heaps[q];
+      if (heap.size() < k) {
+        heap.emplace_back(distance[q], r);
+        std::push_heap(heap.begin(), heap.end());
+      } else if (distance[q] < heap.front().first) {
+        std::pop_heap(heap.begin(), heap.end());
+        heap.back() = {distance[q], r};
+        std::push_heap(heap.begin(), heap.end());
+      }
+    }
+  }
+}
+
+// The popcount instruction where the CPU has it: a variant compiled for it, chosen by a run-time
+// check (not an ifunc: resolvers run before the sanitizers' runtimes are ready).
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("popcnt")]] void scan_rows_popcnt(QueryBlock& block, const std::byte* database,
+                                                std::uint64_t code_bytes, std::uint32_t words64,
+                                                std::uint32_t row0, std::uint32_t rows,
+                                                std::uint32_t k) {
+  scan_rows_body(block, database, code_bytes, words64, row0, rows, k);
+}
+#endif
+
+void scan_rows(QueryBlock& block, const std::byte* database, std::uint64_t code_bytes,
+               std::uint32_t words64, std::uint32_t row0, std::uint32_t rows, std::uint32_t k) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool popcnt = __builtin_cpu_supports("popcnt");
+  if (popcnt) return scan_rows_popcnt(block, database, code_bytes, words64, row0, rows, k);
+#endif
+  scan_rows_body(block, database, code_bytes, words64, row0, rows, k);
+}
+
+// A block's memory, allocated before any thread runs, so that a search allocates nothing.
+QueryBlock make_block(const HammingTopkArgs& args) {
+  QueryBlock block;
+  block.codes.resize(std::size_t{QueryBlock::kQueries} * (args.words / 2));
+  for (std::vector<Candidate>& heap : block.heaps) heap.reserve(args.k);
+  return block;
+}
+
+// Queries [first, last), in blocks, each block over the database in row blocks. Allocates
+// nothing (noexcept: it may run on a thread of its own).
+void search_queries(const HammingTopkArgs& args, std::span<const std::span<std::byte>> bindings,
+                    QueryBlock& block, std::uint32_t first, std::uint32_t last) noexcept {
+  const std::uint64_t code_bytes = std::uint64_t{args.words} * 4;
+  const std::uint32_t words64 = args.words / 2;
+  for (std::uint32_t q0 = first; q0 < last; q0 += QueryBlock::kQueries) {
+    block.first = q0;
+    block.count = std::min(QueryBlock::kQueries, last - q0);
+    for (std::uint32_t q = 0; q < block.count; ++q) {
+      block.heaps[q].clear();
+      for (std::uint32_t w = 0; w < words64; ++w)
+        block.codes[q * words64 + w] = load_word(bindings[0].data() + (q0 + q) * code_bytes + 8 * w);
+    }
+    for (std::uint32_t r0 = 0; r0 < args.rows; r0 += QueryBlock::kRows) {
+      scan_rows(block, bindings[1].data(), code_bytes, words64, r0,
+                std::min(QueryBlock::kRows, args.rows - r0), args.k);
+    }
+    for (std::uint32_t q = 0; q < block.count; ++q) {
+      std::vector<Candidate>& kept = block.heaps[q];
+      std::sort(kept.begin(), kept.end());
+      const std::uint64_t at = std::uint64_t{q0 + q} * args.k * 4;
+      for (std::uint32_t i = 0; i < args.k; ++i) {
+        const bool real = i < kept.size();
+        store_u32(bindings[2].data() + at + i * 4, real ? kept[i].first : kHammingNoDistance);
+        store_u32(bindings[3].data() + at + i * 4, real ? kept[i].second : kHammingNoIndex);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void run_on_cpu(const HammingTopkArgs& args, std::span<const std::span<std::byte>> bindings) {
-  const std::uint64_t code_bytes = std::uint64_t{args.words} * 4;
-  const std::uint32_t bits = args.words * 32;
-  const std::byte* queries = bindings[0].data();
-  const std::byte* database = bindings[1].data();
-  std::vector<std::uint16_t> distances(args.rows);
-  std::vector<std::uint32_t> histogram(bits + 1);
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> kept;  // (distance, index)
-  const std::uint32_t want = hamming_kept(args.k, args.rows);
-  for (std::uint32_t q = 0; q < args.queries; ++q) {
-    const std::byte* query = queries + q * code_bytes;
-    std::fill(histogram.begin(), histogram.end(), 0u);
-    for (std::uint32_t r = 0; r < args.rows; ++r) {
-      const std::byte* row = database + r * code_bytes;
-      std::uint32_t d = 0;
-      for (std::uint64_t b = 0; b < code_bytes; b += 8)
-        d += static_cast<std::uint32_t>(std::popcount(load_word(query + b) ^ load_word(row + b)));
-      distances[r] = static_cast<std::uint16_t>(d);
-      ++histogram[d];
+  // Threads over query blocks when there is enough work; a thread that cannot start leaves its
+  // queries to this one (the results do not depend on the split).
+  const std::uint64_t work = std::uint64_t{args.queries} * args.rows * args.words;
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  const std::uint32_t blocks = (args.queries + QueryBlock::kQueries - 1) / QueryBlock::kQueries;
+  const unsigned threads =
+      work < (1ull << 24) ? 1u : static_cast<unsigned>(std::min<std::uint64_t>(hardware, blocks));
+  const std::uint32_t per = (blocks + threads - 1) / threads * QueryBlock::kQueries;
+  std::vector<QueryBlock> memory;  // one per range
+  for (std::uint32_t first = 0; first < args.queries; first += per) memory.push_back(make_block(args));
+  std::vector<std::thread> helpers;
+  helpers.reserve(memory.size());
+  std::vector<std::size_t> own;  // ranges this thread runs
+  for (std::size_t i = 0; i < memory.size(); ++i) {
+    const std::uint32_t first = static_cast<std::uint32_t>(i * per);
+    const std::uint32_t last = std::min<std::uint32_t>(args.queries, first + per);
+    if (i == 0) {
+      own.push_back(i);
+      continue;
     }
-    // The threshold distance: fewer than `want` rows are nearer; `ties` rows at it are kept,
-    // those of the lowest indices.
-    std::uint32_t threshold = 0, nearer = 0;
-    while (nearer + histogram[threshold] < want) nearer += histogram[threshold++];
-    std::uint32_t ties = want - nearer;
-    kept.clear();
-    for (std::uint32_t r = 0; r < args.rows; ++r) {
-      if (distances[r] < threshold || (distances[r] == threshold && ties > 0)) {
-        if (distances[r] == threshold) --ties;
-        kept.emplace_back(distances[r], r);
-      }
-    }
-    std::sort(kept.begin(), kept.end());
-    std::byte* out_distances = bindings[2].data() + std::uint64_t{q} * args.k * 4;
-    std::byte* out_indices = bindings[3].data() + std::uint64_t{q} * args.k * 4;
-    for (std::uint32_t i = 0; i < args.k; ++i) {
-      const bool real = i < kept.size();
-      store_u32(out_distances + i * 4, real ? kept[i].first : kHammingNoDistance);
-      store_u32(out_indices + i * 4, real ? kept[i].second : kHammingNoIndex);
+    try {
+      helpers.emplace_back([&args, bindings, &block = memory[i], first, last] {
+        search_queries(args, bindings, block, first, last);
+      });
+    } catch (...) {
+      own.push_back(i);
     }
   }
+  for (std::size_t i : own) {
+    const std::uint32_t first = static_cast<std::uint32_t>(i * per);
+    search_queries(args, bindings, memory[i], first,
+                   std::min<std::uint32_t>(args.queries, first + per));
+  }
+  for (std::thread& helper : helpers) helper.join();
 }
 
 }  // namespace ops
