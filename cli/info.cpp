@@ -61,12 +61,15 @@ int run(const Options& options, const std::string&) {
   Report report;
   report.tool = "ferry info";
   Section& backends = report.add_section("Backends", "backends");
+  // Reasons are notes under the table, wrapped, rather than a column as wide as the longest.
   backends.columns = {{"backend", "backend"}, {"available", "available", Unit::flag},
-                      {"devices", "devices", Unit::count}, {"reason", "reason"}};
+                      {"devices", "devices", Unit::count}, {"reason", "reason", Unit::text, true}};
   const std::vector<BackendInfo> listed = list_backends();
   for (const BackendInfo& backend : listed) {
     backends.add_row({std::string(to_string(backend.backend)), backend.available,
                       std::uint64_t{backend.devices.size()}, backend.reason});
+    if (!backend.reason.empty())
+      backends.notes.push_back(std::string(to_string(backend.backend)) + ": " + backend.reason);
   }
   for (const BackendInfo& backend : listed) {
     for (const DeviceInfo& device : backend.devices) add_device(report, device, backend.available);
