@@ -52,13 +52,14 @@ struct HammingTopkBuffers {
 
 // Records the search, on the compute queue. It takes device scratch memory for the candidates of
 // one slice of queries at a time (a few MiB, at most DeviceOptions::scratch_slab_bytes; about
-// 8.5 * k * database_rows / 2048 bytes per query, so a query with k = 1024 over more than about
-// 15 million rows with the default 64 MiB slab needs the database searched in parts). Errors (nothing recorded): a code_bits,
-// k, queries or database_rows outside the ranges above (invalid_argument), an offset that is not
-// a multiple of 4 (invalid_argument), a range outside its buffer (out_of_range), outputs that
-// overlap each other (invalid_argument), released memory, memory of another device, a search
-// whose candidates of one query do not fit in a scratch slab (resource_exhausted), and what a
-// backend cannot bind (Vulkan: a database larger than maxStorageBufferRange; unavailable).
+// 8.5 * k * database_rows / 2048 bytes per query, so with the default 64 MiB slab a query with
+// k = 1024 over more than about 15 million rows needs the database searched in parts).
+// Errors (nothing recorded): a code_bits, k, queries or database_rows outside the ranges above
+// (invalid_argument), an offset that is not a multiple of 4 (invalid_argument), a range outside
+// its buffer (out_of_range), outputs that overlap each other (invalid_argument), released
+// memory, memory of another device, a search whose candidates of one query do not fit in a
+// scratch slab (resource_exhausted), and what a backend cannot bind (Vulkan: a database larger
+// than maxStorageBufferRange; unavailable).
 Status hamming_topk(CommandList& commands, const HammingTopkBuffers& buffers,
                     const HammingTopkParams& params);
 
