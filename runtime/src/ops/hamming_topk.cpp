@@ -91,16 +91,14 @@ std::uint32_t hamming_level_items(std::uint32_t k, std::uint32_t items, std::uin
 
 Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const char* call) {
   HammingTopkPlan plan;
+  auto group_of = [](std::size_t level) { return level == 0 ? kHammingChunkRows : kHammingMergeGroup; };
   auto groups_of = [](std::uint32_t items, std::uint32_t group) {
     return static_cast<std::uint32_t>((std::uint64_t{items} + group - 1) / group);
   };
-  // The candidates per query after each level, down to one group.
+  // The items per query each level reads (rows, then candidates), down to one group.
   std::vector<std::uint32_t> items = {args.rows};
-  std::vector<std::uint32_t> group_items = {kHammingChunkRows};
-  while (groups_of(items.back(), group_items.back()) > 1) {
-    items.push_back(hamming_level_items(args.k, items.back(), group_items.back()));
-    group_items.push_back(kHammingMergeGroup);
-  }
+  while (groups_of(items.back(), group_of(items.size() - 1)) > 1)
+    items.push_back(hamming_level_items(args.k, items.back(), group_of(items.size() - 1)));
   // Two candidate arrays, used in turn: A holds level 0's output (the largest), B level 1's.
   const std::uint64_t stride_a = items.size() > 1 ? items[1] : 0;
   const std::uint64_t stride_b = items.size() > 2 ? items[2] : 0;
@@ -137,17 +135,13 @@ Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const cha
       pass.query_begin = begin;
       pass.query_count = count;
       pass.items = items[level];
-      pass.group_items = group_items[level];
-      pass.groups = groups_of(pass.items, pass.group_items);
-      // Level L reads what level L - 1 wrote: A after even levels' writes... level 0 writes A,
-      // level 1 reads A and writes B, level 2 reads B and writes A, and so on.
+      pass.groups = groups_of(pass.items, group_of(level));
+      // Level 0 writes A, level 1 reads A and writes B, level 2 reads B and writes A, and so on.
       const bool reads_a = level % 2 == 1;
       pass.in_base = reads_a ? 0 : b_base;
       pass.in_stride = static_cast<std::uint32_t>(reads_a ? stride_a : stride_b);
       pass.out_base = level % 2 == 0 ? 0 : b_base;
       pass.out_stride = static_cast<std::uint32_t>(level % 2 == 0 ? stride_a : stride_b);
-      pass.out_items = pass.final ? hamming_kept(args.k, pass.items)
-                                  : hamming_level_items(args.k, pass.items, pass.group_items);
       plan.passes.push_back(pass);
     }
   }
@@ -172,7 +166,7 @@ void store_u32(std::byte* at, std::uint32_t value) { std::memcpy(at, &value, siz
 struct QueryBlock {
   static constexpr std::uint32_t kQueries = 8;   // one database row loaded serves 8 queries
   static constexpr std::uint32_t kRows = 4096;   // rows per pass over the block: cache-sized
-  std::uint32_t first = 0, count = 0;
+  std::uint32_t count = 0;  // queries in the block now
   std::vector<std::uint64_t> codes;              // [kQueries x words64]
   std::vector<Candidate> heaps[kQueries];
 };
@@ -241,7 +235,6 @@ void search_queries(const HammingTopkArgs& args, std::span<const std::span<std::
   const std::uint64_t code_bytes = std::uint64_t{args.words} * 4;
   const std::uint32_t words64 = args.words / 2;
   for (std::uint32_t q0 = first; q0 < last; q0 += QueryBlock::kQueries) {
-    block.first = q0;
     block.count = std::min(QueryBlock::kQueries, last - q0);
     for (std::uint32_t q = 0; q < block.count; ++q) {
       block.heaps[q].clear();

@@ -56,13 +56,12 @@ struct HammingPass {
   std::uint32_t query_begin = 0;  // the slice: queries [query_begin, query_begin + query_count)
   std::uint32_t query_count = 0;
   std::uint32_t items = 0;        // per query: database rows (level 0) or candidates in
-  std::uint32_t group_items = 0;  // per workgroup: kHammingChunkRows or kHammingMergeGroup
-  std::uint32_t groups = 0;       // per query (tile): ceil(items / group_items)
+  std::uint32_t groups = 0;       // per query (tile): items / (kHammingChunkRows at level 0,
+                                  // else kHammingMergeGroup), rounded up
   std::uint32_t in_base = 0;      // merges: the first candidate in scratch (entries)
   std::uint32_t in_stride = 0;    // merges: candidates from a query to the next (entries)
   std::uint32_t out_base = 0;     // not final: the first candidate written (entries)
   std::uint32_t out_stride = 0;   // not final: entries from a query to the next
-  std::uint32_t out_items = 0;    // entries written per query: min(k, items) per group, summed
 };
 
 struct HammingTopkPlan {

@@ -1,5 +1,7 @@
 #include "vulkan/compute_program.hpp"
 
+#include <algorithm>
+#include <array>
 #include <vector>
 
 #include "vulkan/status.hpp"
@@ -73,6 +75,21 @@ Result<VkPipeline> ComputeProgram::make_pipeline(const VkSpecializationInfo* spe
   FERRY_VK_RETURN_IF_ERROR(context_->vk.vkCreateComputePipelines(
       context_->device, VK_NULL_HANDLE, 1, &pipeline_info, nullptr, &pipeline));
   return pipeline;
+}
+
+void ComputeProgram::push_storage_buffers(VkCommandBuffer command_buffer,
+                                          std::span<const VkDescriptorBufferInfo> windows) const {
+  std::array<VkWriteDescriptorSet, kMaxStorageBuffers> writes{};
+  const auto count = static_cast<std::uint32_t>(std::min<std::size_t>(windows.size(), writes.size()));
+  for (std::uint32_t i = 0; i < count; ++i) {
+    writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &windows[i];
+  }
+  context_->vk.vkCmdPushDescriptorSetKHR(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, layout_,
+                                         0, count, writes.data());
 }
 
 void record_compute_barrier(const VolkDeviceTable& vk, VkCommandBuffer command_buffer) {

@@ -31,6 +31,12 @@ class ComputeProgram {
 
   VkPipelineLayout layout() const { return layout_; }
 
+  // Binds `windows` to storage-buffer bindings 0, 1, ... (push descriptors, nothing allocated);
+  // at most kMaxStorageBuffers.
+  static constexpr std::uint32_t kMaxStorageBuffers = 8;
+  void push_storage_buffers(VkCommandBuffer command_buffer,
+                            std::span<const VkDescriptorBufferInfo> windows) const;
+
  private:
   const DeviceContext* context_ = nullptr;
   VkShaderModule module_ = VK_NULL_HANDLE;

@@ -113,17 +113,7 @@ Status BinaryQuantizePipeline::record(VkCommandBuffer command_buffer,
     }
     since_barrier.insert(since_barrier.end(), accesses.begin(), accesses.end());
 
-    std::array<VkWriteDescriptorSet, 3> writes{};
-    for (std::uint32_t i = 0; i < writes.size(); ++i) {
-      writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-      writes[i].dstBinding = i;
-      writes[i].descriptorCount = 1;
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[i].pBufferInfo = &windows[i];
-    }
-    vk.vkCmdPushDescriptorSetKHR(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE,
-                                 program_.layout(), 0, static_cast<std::uint32_t>(writes.size()),
-                                 writes.data());
+    program_.push_storage_buffers(command_buffer, windows);
     vk.vkCmdPushConstants(command_buffer, program_.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
                           sizeof(dispatch.push), &dispatch.push);
     vk.vkCmdDispatch(command_buffer, dispatch.group_count, 1, 1);

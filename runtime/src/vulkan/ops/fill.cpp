@@ -68,14 +68,7 @@ Status FillPipeline::record(VkCommandBuffer command_buffer, const ops::FillArgs&
     window.buffer = buffer;
     window.offset = dispatch.window_offset;
     window.range = dispatch.window_size;
-    VkWriteDescriptorSet write{};
-    write.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-    write.dstBinding = 0;
-    write.descriptorCount = 1;
-    write.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    write.pBufferInfo = &window;
-    vk.vkCmdPushDescriptorSetKHR(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, program_.layout(), 0, 1,
-                                 &write);
+    program_.push_storage_buffers(command_buffer, {&window, 1});
 
     shaders::FillPushConstants push{};
     push.begin_byte = dispatch.begin_byte;

@@ -78,7 +78,7 @@ void HammingTopkPipeline::destroy() noexcept {
   context_ = nullptr;
 }
 
-Status HammingTopkPipeline::check(const ops::HammingTopkArgs& args,
+Status HammingTopkPipeline::check(const ops::HammingTopkArgs&,
                                   std::span<const backend::Binding> bindings) const {
   if (pipeline_ == VK_NULL_HANDLE) {
     return Status(ErrorCode::unavailable,
@@ -97,7 +97,6 @@ Status HammingTopkPipeline::check(const ops::HammingTopkArgs& args,
                         " bytes): search the database in parts");
     }
   }
-  (void)args;
   return Status();
 }
 
@@ -113,17 +112,10 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
   for (std::size_t i = 0; i < 4; ++i) windows[i] = window_of(bindings[i], offset_alignment_);
   // Without scratch the shader's scratch binding is never touched; any valid window will do.
   windows[4] = plan.scratch_bytes > 0 ? window_of(bindings[4], offset_alignment_) : windows[3];
-  std::array<VkWriteDescriptorSet, 5> writes{};
-  for (std::uint32_t i = 0; i < writes.size(); ++i) {
-    writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-    writes[i].dstBinding = i;
-    writes[i].descriptorCount = 1;
-    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[i].pBufferInfo = &windows[i].info;
-  }
+  std::array<VkDescriptorBufferInfo, 5> infos{};
+  for (std::size_t i = 0; i < infos.size(); ++i) infos[i] = windows[i].info;
   vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
-  vk.vkCmdPushDescriptorSetKHR(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, program_.layout(),
-                               0, static_cast<std::uint32_t>(writes.size()), writes.data());
+  program_.push_storage_buffers(command_buffer, infos);
   for (std::size_t p = 0; p < plan.passes.size(); ++p) {
     const ops::HammingPass& pass = plan.passes[p];
     if (p > 0) {

@@ -267,16 +267,7 @@ Status NormalizePipeline::record(VkCommandBuffer command_buffer, const ops::Norm
     windows[1].buffer = dst;
     windows[1].offset = dispatch.dst_window_offset;
     windows[1].range = dispatch.dst_window_size;
-    std::array<VkWriteDescriptorSet, 2> writes{};
-    for (std::uint32_t i = 0; i < writes.size(); ++i) {
-      writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-      writes[i].dstBinding = i;
-      writes[i].descriptorCount = 1;
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[i].pBufferInfo = &windows[i];
-    }
-    vk.vkCmdPushDescriptorSetKHR(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, program_.layout(), 0,
-                                 static_cast<std::uint32_t>(writes.size()), writes.data());
+    program_.push_storage_buffers(command_buffer, windows);
     vk.vkCmdPushConstants(command_buffer, program_.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
                           sizeof(dispatch.push), &dispatch.push);
     vk.vkCmdDispatch(command_buffer, dispatch.group_count, 1, 1);
