@@ -56,6 +56,9 @@ for s in $steps; do
       done
       step conformance env FERRY_REQUIRE=cpu,vulkan,cuda FERRY_VALIDATION=1 "$bin/ferry_conformance" \
         --test-case-exclude='soak*'
+      # hamming_topk's popcount path, which the GPU's tensor-core path otherwise hides
+      step conformance-cuda-popcount env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \
+        FERRY_CUDA_HIDE_FEATURES=b1mma "$bin/ferry_conformance" --test-case='hamming*'
       ;;
     soak)
       step soak env FERRY_REQUIRE=cpu,vulkan,cuda FERRY_SOAK_SECONDS="${FERRY_SOAK_SECONDS:-20}" \

@@ -1,26 +1,26 @@
-// The hamming_topk kernel: one pass of the plan (runtime/src/ops/hamming_topk.hpp has the
-// algorithm; shaders/hamming_topk.comp is the same on Vulkan, line for line where it can be).
-// A block keeps, per query, the min(k, count) smallest (distance, index) pairs of its group of
-// `count` items: a histogram of the distances gives the threshold T, a bitmask of the items at T
-// the lowest positions among them, and the kept keys (distance << 16 | position) are sorted with
-// a bitonic sort in shared memory.
+// The hamming_topk kernels: one launch per pass of the plan (runtime/src/ops/hamming_topk.hpp).
+// Level 0 is the scan kernel (hamming_topk_scan.cuh: spans of rows, distances on the binary
+// tensor cores or by popcount, a running threshold per query). The merges are the shader's
+// (shaders/hamming_topk.comp), line for line where they can be: a block keeps, per query, the
+// min(k, count) smallest (distance, index) pairs of its group of `count` candidates: a histogram
+// of the distances gives the threshold T, a bitmask of the items at T the lowest positions among
+// them, and the kept keys (distance << 16 | position) are sorted with a bitonic sort in shared
+// memory.
 #include <cstdint>
 
 #include "hamming_topk_launch.hpp"
+#include "hamming_topk_scan.cuh"
 
 namespace ferry::cuda {
 namespace {
 
 constexpr unsigned kNone = 0xFFFFFFFFu;
-constexpr unsigned kRowsPerThread = kHammingChunk / kHammingBlock;   // 8
 constexpr unsigned kItemsPerThread = kHammingMerge / kHammingBlock;  // 64
-constexpr unsigned kMaxWords = kHammingBits / 32;
 
 struct Shared {
   unsigned hist[kHammingBits + 1];
   unsigned ties[kHammingMerge / 32];
   unsigned keys[kHammingK];
-  unsigned query[kHammingTile * kMaxWords];
   unsigned partial[kHammingBlock];
   unsigned threshold, nearer, cut, count;
 };
@@ -28,8 +28,8 @@ struct Shared {
 // `dist[i]`: the distance of the thread's item i (local position i * block + thread), or kNone.
 template <unsigned Items>
 __device__ void select_and_write(Shared& s, const unsigned (&dist)[Items], const HammingLaunch& p,
-                                 unsigned count, unsigned keep, unsigned query, unsigned row0,
-                                 unsigned in_at, unsigned out_at) {
+                                 unsigned count, unsigned keep, unsigned query, unsigned in_at,
+                                 unsigned out_at) {
   const unsigned t = threadIdx.x;
   const unsigned bins = p.words * 32u + 1u;
   for (unsigned b = t; b < bins; b += kHammingBlock) s.hist[b] = 0u;
@@ -112,7 +112,7 @@ __device__ void select_and_write(Shared& s, const unsigned (&dist)[Items], const
     if (i < keep) {
       const unsigned key = s.keys[i], local = key & 0xFFFFu;
       d = key >> 16;
-      index = p.from_codes ? row0 + local : p.scratch[2ull * (in_at + local) + 1u];
+      index = p.scratch[2ull * (in_at + local) + 1u];
     }
     if (p.final) {
       const std::uint64_t at = std::uint64_t{p.query_begin + query} * p.k + i;
@@ -124,50 +124,6 @@ __device__ void select_and_write(Shared& s, const unsigned (&dist)[Items], const
     }
   }
   __syncthreads();  // shared memory is reused by the next call
-}
-
-__global__ void __launch_bounds__(kHammingBlock) hamming_codes_kernel(HammingLaunch p) {
-  __shared__ Shared s;
-  const unsigned t = threadIdx.x;
-  const unsigned tile = blockIdx.y * kHammingTile;
-  const unsigned words = p.words;
-  for (unsigned i = t; i < kHammingTile * words; i += kHammingBlock) {
-    const unsigned j = i / words, q = tile + j;
-    s.query[j * kMaxWords + i % words] =
-        q < p.query_count ? p.queries[std::uint64_t{p.query_begin + q} * words + i % words] : 0u;
-  }
-  __syncthreads();
-  const unsigned keep_full = min(p.k, kHammingChunk);
-  for (unsigned g = blockIdx.x; g < p.groups; g += gridDim.x) {
-    const unsigned row0 = g * kHammingChunk;
-    const unsigned count = min(kHammingChunk, p.items - row0);
-    unsigned acc[kHammingTile][kRowsPerThread];
-#pragma unroll
-    for (unsigned i = 0; i < kRowsPerThread; ++i) {
-#pragma unroll
-      for (unsigned j = 0; j < kHammingTile; ++j) acc[j][i] = 0u;
-      const unsigned local = i * kHammingBlock + t;
-      if (local < count) {
-        const std::uint32_t* row = p.database + std::uint64_t{row0 + local} * words;
-        for (unsigned w = 0; w < words; ++w) {
-          const unsigned x = row[w];
-#pragma unroll
-          for (unsigned j = 0; j < kHammingTile; ++j)
-            acc[j][i] += __popc(x ^ s.query[j * kMaxWords + w]);
-        }
-      }
-    }
-    for (unsigned j = 0; j < kHammingTile; ++j) {
-      if (tile + j >= p.query_count) break;  // uniform: the tile is the block's
-      unsigned dist[kRowsPerThread];
-#pragma unroll
-      for (unsigned i = 0; i < kRowsPerThread; ++i)
-        dist[i] = i * kHammingBlock + t < count ? acc[j][i] : kNone;
-      const unsigned q = tile + j;
-      select_and_write(s, dist, p, count, min(p.k, count), q, row0, 0u,
-                       p.out_base + q * p.out_stride + g * keep_full);
-    }
-  }
 }
 
 __global__ void __launch_bounds__(kHammingBlock) hamming_merge_kernel(HammingLaunch p) {
@@ -185,21 +141,76 @@ __global__ void __launch_bounds__(kHammingBlock) hamming_merge_kernel(HammingLau
       const unsigned local = i * kHammingBlock + t;
       dist[i] = local < count ? p.scratch[2ull * (in_at + local)] : kNone;
     }
-    select_and_write(s, dist, p, count, min(p.k, count), q, 0u, in_at,
+    select_and_write(s, dist, p, count, min(p.k, count), q, in_at,
                      p.out_base + q * p.out_stride + g * keep_full);
+  }
+}
+
+// The scan kernel of a tile size and path, as a function pointer (one switch for every use).
+using ScanKernel = void (*)(HammingLaunch);
+ScanKernel scan_kernel(unsigned fragments, bool mma) {
+  switch (fragments) {
+    case 1: return mma ? scan::hamming_scan_kernel<1, true> : scan::hamming_scan_kernel<1, false>;
+    case 2: return mma ? scan::hamming_scan_kernel<2, true> : scan::hamming_scan_kernel<2, false>;
+    case 4: return mma ? scan::hamming_scan_kernel<4, true> : scan::hamming_scan_kernel<4, false>;
+    case 8: return mma ? scan::hamming_scan_kernel<8, true> : scan::hamming_scan_kernel<8, false>;
+    default: return nullptr;
   }
 }
 
 }  // namespace
 
+cudaError_t prepare_hamming_scan(HammingScanSupport& support) {
+  int device = 0, major = 0, shared = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+      e != cudaSuccess)
+    return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+      e != cudaSuccess)
+    return e;
+  for (const unsigned fragments : {1u, 2u, 4u, 8u}) {
+    for (const bool mma : {false, true}) {
+      if (cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(scan_kernel(fragments, mma)),
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
+          e != cudaSuccess)
+        return e;
+    }
+  }
+  // The tensor-core path needs the device (sm_80+) and code built for it: machine code, or PTX,
+  // of an sm_80 or later architecture (a build for older ones compiles it to a trap).
+  cudaFuncAttributes attributes{};
+  if (cudaError_t e = cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(scan_kernel(8, true)));
+      e != cudaSuccess)
+    return e;
+  support.mma = major >= 8 && attributes.binaryVersion >= 80 && attributes.ptxVersion >= 80;
+  support.max_shared_bytes = static_cast<unsigned>(shared);
+  return cudaSuccess;
+}
+
+unsigned hamming_scan_shared_bytes(unsigned fragments, unsigned cap, unsigned words) {
+  const unsigned queries = 8 * fragments;
+  const unsigned code_words = queries * ((words + 7) / 8 * 8);  // either layout of the codes
+  return 4 * (3 * queries + (kHammingBlock / 32) * 256 + queries * cap + code_words);
+}
+
+cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, unsigned shared_bytes,
+                                       int& blocks) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &blocks, scan_kernel(fragments, mma), static_cast<int>(kHammingBlock), shared_bytes);
+}
+
 cudaError_t launch_hamming_topk(const HammingLaunch& launch, cudaStream_t stream) {
   (void)cudaGetLastError();  // report this launch only
-  const unsigned rows = launch.from_codes ? (launch.query_count + kHammingTile - 1) / kHammingTile
-                                          : launch.query_count;
-  const dim3 grid(launch.groups < 65535u ? launch.groups : 65535u, rows, 1);
   if (launch.from_codes) {
-    hamming_codes_kernel<<<grid, kHammingBlock, 0, stream>>>(launch);
+    const ScanKernel kernel = scan_kernel(launch.fragments, launch.mma);
+    if (kernel == nullptr) return cudaErrorInvalidValue;
+    const unsigned queries = 8 * launch.fragments;
+    const dim3 grid(launch.groups, (launch.query_count + queries - 1) / queries, 1);
+    kernel<<<grid, kHammingBlock, hamming_scan_shared_bytes(launch.fragments, launch.cap, launch.words),
+             stream>>>(launch);
   } else {
+    const dim3 grid(launch.groups < 65535u ? launch.groups : 65535u, launch.query_count, 1);
     hamming_merge_kernel<<<grid, kHammingBlock, 0, stream>>>(launch);
   }
   return cudaGetLastError();

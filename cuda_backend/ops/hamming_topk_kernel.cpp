@@ -1,6 +1,9 @@
 #include "hamming_topk_kernel.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "../buffer.hpp"
 #include "../status.hpp"
@@ -10,19 +13,89 @@
 namespace ferry::cuda {
 
 static_assert(kHammingBlock == ops::kHammingWorkgroupSize);
-static_assert(kHammingChunk == ops::kHammingChunkRows);
-static_assert(kHammingTile == ops::kHammingQueryTile);
 static_assert(kHammingMerge == ops::kHammingMergeGroup);
 static_assert(kHammingBits == kHammingMaxCodeBits);
 static_assert(kHammingK == kHammingMaxK);
+// A span is never shorter than a chunk (or the whole database), so the scan's plan needs no more
+// scratch than the one the public call reserved (tests/unit/ops/hamming_topk_plan.cpp).
+static_assert(kHammingScanMaxSpan >= ops::kHammingChunkRows);
 
-Status HammingTopkKernel::create(unsigned) { return Status(); }
+namespace {
+
+// The scan's key buffer per query: room for k keys, k more (so that a large k is not compacted
+// every few rounds) and two rounds (one round adds at most kHammingScanRoundRows per query; a
+// buffer is compacted when the next round could overflow it), and for the final sort's power of
+// two; a multiple of 32.
+unsigned scan_cap(unsigned k) {
+  unsigned cap = (2 * k + 2 * kHammingScanRoundRows + 31) / 32 * 32;
+  unsigned pow2 = 1;
+  while (pow2 < k) pow2 <<= 1;
+  return std::max(cap, pow2);
+}
+
+bool feature_hidden(std::string_view feature) {
+  const char* hidden = std::getenv("FERRY_CUDA_HIDE_FEATURES");
+  if (hidden == nullptr) return false;
+  const std::string_view list(hidden);
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    if (list.substr(at, end - at) == feature) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status HammingTopkKernel::create(unsigned sm_count) {
+  sm_count_ = sm_count;
+  if (const cudaError_t error = prepare_hamming_scan(support_); error != cudaSuccess) {
+    return cuda_status(error, "prepare_hamming_scan (hamming_topk kernel)");
+  }
+  if (feature_hidden("b1mma")) support_.mma = false;
+  return Status();
+}
 
 Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
                                  std::span<const backend::Binding> bindings,
                                  cudaStream_t stream) const {
+  // The scan's tile: 32 queries for a small k, 8 beyond (measured on an H100, 1000 x 1M x
+  // 256-bit: k = 10 fastest with 32, k = 100 and 1000 with 8, whose buffers are smaller and
+  // whose spans are longer, so their thresholds settle sooner); fewer while the device's shared
+  // memory cannot take the block.
+  const unsigned cap = scan_cap(args.k);
+  unsigned fragments = args.k <= 32 ? 4 : 1;
+  while (fragments > 1 && hamming_scan_shared_bytes(fragments, cap, args.words) > support_.max_shared_bytes)
+    fragments /= 2;
+  const unsigned shared = hamming_scan_shared_bytes(fragments, cap, args.words);
+  int blocks_per_sm = 0;
+  if (const cudaError_t error = hamming_scan_blocks_per_sm(fragments, support_.mma, shared, blocks_per_sm);
+      error != cudaSuccess) {
+    return cuda_status(error, "hamming_scan_blocks_per_sm (hamming_topk kernel)");
+  }
+  if (blocks_per_sm < 1) {
+    return Status(ErrorCode::unavailable,
+                  "hamming_topk: the scan kernel needs " + std::to_string(shared) +
+                      " bytes of shared memory per block; this device offers " +
+                      std::to_string(support_.max_shared_bytes));
+  }
+  // Spans: enough blocks for two waves over the device, each span at least a chunk (so that the
+  // plan fits the scratch reserved with the default plan) and at most what keys can address.
+  const unsigned tile = 8 * fragments;
+  const std::uint64_t tiles = (std::min<std::uint64_t>(args.queries, 65535) + tile - 1) / tile;
+  const std::uint64_t wanted = 2ull * sm_count_ * static_cast<unsigned>(blocks_per_sm);
+  const std::uint64_t spans = std::max<std::uint64_t>(1, (wanted + tiles - 1) / tiles);
+  std::uint64_t span = (args.rows + spans - 1) / spans;
+  span = (span + kHammingScanRoundRows - 1) / kHammingScanRoundRows * kHammingScanRoundRows;
+  span = std::max<std::uint64_t>(span, std::min<std::uint64_t>(args.rows, ops::kHammingChunkRows));
+  span = std::min<std::uint64_t>(span, kHammingScanMaxSpan);
+
+  // The public call reserved the default plan's scratch (bound last, when it is not 0).
+  const bool has_scratch = bindings.size() > 4;
+  ops::HammingTopkArgs planned = args;
+  planned.scratch_budget = has_scratch ? bindings[4].size : 0;
   FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan,
-                         ops::plan_hamming_topk(args, "hamming_topk"));
+                         ops::plan_hamming_topk(planned, "hamming_topk", static_cast<std::uint32_t>(span)));
   HammingLaunch launch;
   const char* roles[] = {"hamming_topk queries", "hamming_topk database",
                          "hamming_topk distances", "hamming_topk indices"};
@@ -35,7 +108,7 @@ Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
   launch.distances = reinterpret_cast<std::uint32_t*>(addresses[2]);
   launch.indices = reinterpret_cast<std::uint32_t*>(addresses[3]);
   if (plan.scratch_bytes > 0) {
-    if (bindings.size() < 5) {
+    if (!has_scratch) {
       return Status(ErrorCode::internal, "hamming_topk: the plan needs scratch memory, none bound");
     }
     FERRY_ASSIGN_OR_RETURN(std::byte* scratch, binding_address(bindings[4], "hamming_topk scratch"));
@@ -43,11 +116,15 @@ Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
   }
   launch.words = args.words;
   launch.k = args.k;
+  launch.mma = support_.mma;
+  launch.fragments = fragments;
+  launch.cap = cap;
   for (const ops::HammingPass& pass : plan.passes) {
     launch.from_codes = pass.from_codes;
     launch.final = pass.final;
     launch.items = pass.items;
     launch.groups = pass.groups;
+    launch.group_items = pass.group_items;
     launch.query_begin = pass.query_begin;
     launch.query_count = pass.query_count;
     launch.in_base = pass.in_base;

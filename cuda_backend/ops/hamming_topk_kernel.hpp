@@ -6,15 +6,22 @@
 #include <span>
 
 #include "core/backend.hpp"
+#include "hamming_topk_launch.hpp"
 
 namespace ferry::cuda {
 
 class HammingTopkKernel {
  public:
+  // Reads what the device offers (hamming_topk_launch.hpp); FERRY_CUDA_HIDE_FEATURES=b1mma (for
+  // tests) makes it take the popcount path where it has the tensor-core one.
   Status create(unsigned sm_count);
   // Enqueues the passes on `stream`, in order (a stream runs them one after another).
   Status record(const ops::HammingTopkArgs& args, std::span<const backend::Binding> bindings,
                 cudaStream_t stream) const;
+
+ private:
+  unsigned sm_count_ = 1;
+  HammingScanSupport support_;
 };
 
 }  // namespace ferry::cuda

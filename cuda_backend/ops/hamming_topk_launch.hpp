@@ -9,13 +9,17 @@
 
 namespace ferry::cuda {
 
-// The kernel's constants; hamming_topk_kernel.cpp checks them against the plan's.
+// The kernels' constants; hamming_topk_kernel.cpp checks them against the plan's.
 inline constexpr unsigned kHammingBlock = 256;
-inline constexpr unsigned kHammingChunk = 2048;
-inline constexpr unsigned kHammingTile = 4;
 inline constexpr unsigned kHammingMerge = 16384;
 inline constexpr unsigned kHammingBits = 4096;
 inline constexpr unsigned kHammingK = 1024;
+
+// Level 0 (hamming_topk_scan.cuh): a block scans a span of rows in rounds of this many, for a
+// tile of 8 * fragments queries; keys hold the row's position in its span in this many bits.
+inline constexpr unsigned kHammingScanRoundRows = 128;
+inline constexpr unsigned kHammingScanLocalBits = 19;
+inline constexpr unsigned kHammingScanMaxSpan = 1u << kHammingScanLocalBits;
 
 struct HammingLaunch {
   const std::uint32_t* queries = nullptr;   // the whole query array (query 0 first)
@@ -23,12 +27,16 @@ struct HammingLaunch {
   std::uint32_t* distances = nullptr;       // [queries x k]
   std::uint32_t* indices = nullptr;
   std::uint32_t* scratch = nullptr;         // candidates: distance, index
-  bool from_codes = false;
+  bool from_codes = false;   // level 0: the scan kernel; else the merge kernel
   bool final = false;
+  bool mma = false;          // level 0: distances on the binary tensor cores
+  unsigned fragments = 0;    // level 0: queries per block / 8 (1, 2, 4 or 8)
+  unsigned cap = 0;          // level 0: key buffer entries per query
   std::uint32_t words = 0;
   std::uint32_t k = 0;
   std::uint32_t items = 0;
   std::uint32_t groups = 0;
+  std::uint32_t group_items = 0;
   std::uint32_t query_begin = 0;
   std::uint32_t query_count = 0;
   std::uint32_t in_base = 0;
@@ -36,6 +44,19 @@ struct HammingLaunch {
   std::uint32_t out_base = 0;
   std::uint32_t out_stride = 0;
 };
+
+// What the current device offers the scan kernel: the binary tensor-core path (sm_80 or later,
+// and machine code or PTX for it in this build) and the shared memory a block may take.
+struct HammingScanSupport {
+  bool mma = false;
+  unsigned max_shared_bytes = 0;
+};
+// Raises the scan kernels' shared-memory limit to the device's and says what it offers.
+cudaError_t prepare_hamming_scan(HammingScanSupport& support);
+// Shared memory of a scan block; blocks of it an SM holds at once (0: it cannot run).
+unsigned hamming_scan_shared_bytes(unsigned fragments, unsigned cap, unsigned words);
+cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, unsigned shared_bytes,
+                                       int& blocks);
 
 cudaError_t launch_hamming_topk(const HammingLaunch& launch, cudaStream_t stream);
 

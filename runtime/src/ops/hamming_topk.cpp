@@ -89,9 +89,10 @@ std::uint32_t hamming_level_items(std::uint32_t k, std::uint32_t items, std::uin
   return full * hamming_kept(k, group) + hamming_kept(k, rest);
 }
 
-Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const char* call) {
+Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const char* call,
+                                          std::uint32_t level0_rows) {
   HammingTopkPlan plan;
-  auto group_of = [](std::size_t level) { return level == 0 ? kHammingChunkRows : kHammingMergeGroup; };
+  auto group_of = [&](std::size_t level) { return level == 0 ? level0_rows : kHammingMergeGroup; };
   auto groups_of = [](std::uint32_t items, std::uint32_t group) {
     return static_cast<std::uint32_t>((std::uint64_t{items} + group - 1) / group);
   };
@@ -135,7 +136,8 @@ Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const cha
       pass.query_begin = begin;
       pass.query_count = count;
       pass.items = items[level];
-      pass.groups = groups_of(pass.items, group_of(level));
+      pass.group_items = group_of(level);
+      pass.groups = groups_of(pass.items, pass.group_items);
       // Level 0 writes A, level 1 reads A and writes B, level 2 reads B and writes A, and so on.
       const bool reads_a = level % 2 == 1;
       pass.in_base = reads_a ? 0 : b_base;

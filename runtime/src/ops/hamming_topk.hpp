@@ -22,26 +22,27 @@ struct HammingTopkArgs {
   std::uint32_t rows = 0;     // database rows, < kHammingMaxDatabaseRows
   std::uint32_t k = 0;
   // The scratch budget the plan was made for (the device's scratch slab size when recorded):
-  // plan_hamming_topk(args) gives every backend the same passes.
+  // plan_hamming_topk(args) gives the Vulkan backend the passes the public call reserved scratch
+  // for; the CUDA backend plans its own level 0 within that scratch.
   std::uint64_t scratch_budget = 0;
 };
 
 // The CPU reference: `bindings` are the bindings' bytes.
 void run_on_cpu(const HammingTopkArgs& args, std::span<const std::span<std::byte>> bindings);
 
-// ---- The GPU algorithm (shaders/hamming_topk.comp and cuda_backend/ops/hamming_topk.cu) ----
+// ---- The GPU algorithm (docs/OPS.md, "hamming_topk", has it in full) ----
 //
-// Selection by levels, exact at each: level 0 splits the database into chunks of kChunkRows rows;
-// a workgroup takes kQueryTile queries and one chunk, computes the distances (kept in registers),
-// and per query keeps the chunk's min(k, rows) smallest (distance, index) pairs: a histogram of
-// the distances gives the threshold distance T and how many rows at T are needed, a bitmask of
-// the rows at T gives the lowest-indexed of those, and the selected entries are sorted (bitonic,
-// in shared memory) into a run. Runs lie in chunk order, so among equal distances the position
-// in the candidate array is the index order. Each merge level does the same over groups of
-// kMergeGroup candidates (distances read from the candidates), until one group remains, whose
-// run is the answer (written with padding to the outputs). Queries run in slices small enough
-// that a slice's candidates fit the scratch budget: two candidate arrays (8 bytes per entry)
-// used in turn by the levels.
+// Selection by levels, exact at each: level 0 splits the database into groups of `level0_rows`
+// rows (shaders/hamming_topk.comp: chunks of kHammingChunkRows, a workgroup per chunk and
+// kHammingQueryTile queries; cuda_backend/ops/hamming_topk_scan.cuh: spans of many chunks) and
+// keeps, per query, each group's min(k, rows) smallest (distance, index) pairs as a sorted run.
+// Each merge level does the same over groups of kHammingMergeGroup candidates (both backends
+// alike: a histogram of the distances gives the threshold distance T and how many entries at T
+// are needed, a bitmask of the entries at T gives the lowest-positioned of those, and the kept
+// entries are sorted), until one group remains, whose run is the answer (written with padding to
+// the outputs). Runs lie in row order, so among equal distances the position in the candidate
+// array is the index order. Queries run in slices small enough that a slice's candidates fit the
+// scratch budget: two candidate arrays (8 bytes per entry) used in turn by the levels.
 inline constexpr std::uint32_t kHammingWorkgroupSize = 256;
 inline constexpr std::uint32_t kHammingChunkRows = 2048;     // level 0: 8 rows per invocation
 inline constexpr std::uint32_t kHammingQueryTile = 4;        // level 0: queries per workgroup
@@ -56,8 +57,9 @@ struct HammingPass {
   std::uint32_t query_begin = 0;  // the slice: queries [query_begin, query_begin + query_count)
   std::uint32_t query_count = 0;
   std::uint32_t items = 0;        // per query: database rows (level 0) or candidates in
-  std::uint32_t groups = 0;       // per query (tile): items / (kHammingChunkRows at level 0,
-                                  // else kHammingMergeGroup), rounded up
+  std::uint32_t groups = 0;       // per query (tile): items / (level0_rows at level 0, else
+                                  // kHammingMergeGroup), rounded up
+  std::uint32_t group_items = 0;  // items per group: level0_rows or kHammingMergeGroup
   std::uint32_t in_base = 0;      // merges: the first candidate in scratch (entries)
   std::uint32_t in_stride = 0;    // merges: candidates from a query to the next (entries)
   std::uint32_t out_base = 0;     // not final: the first candidate written (entries)
@@ -77,6 +79,10 @@ std::uint32_t hamming_level_items(std::uint32_t k, std::uint32_t items, std::uin
 
 // The passes for `args` with at most args.scratch_budget bytes of scratch; resource_exhausted
 // when one query's candidates do not fit it. `call` names the public call in messages.
-Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const char* call);
+// `level0_rows`: the database rows of one level-0 group (kHammingChunkRows for the shader and
+// the CUDA popcount-per-chunk kernel; the CUDA scan kernel takes larger spans, never fewer than
+// min(rows, kHammingChunkRows), so its plan needs no more scratch than this default one).
+Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const char* call,
+                                          std::uint32_t level0_rows = kHammingChunkRows);
 
 }  // namespace ferry::ops

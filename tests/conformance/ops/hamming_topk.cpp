@@ -148,6 +148,7 @@ TEST_CASE("hamming_topk: random and tied codes of every length, any k and size, 
         {192, 7, 9001, 64, 40},               // 40 codes, ties across chunks
         {256, 2, 40000, 1024},                // level 0, then two merge levels
         {256, 41, 60000, 10, 500},            // enough work for the CPU backend's threads
+        {256, 70, 300000, 10},                // CUDA: query tiles, spans, many compactions
     };
     for (const SearchCase& c : cases) check_case(t, t.device, c);
   });

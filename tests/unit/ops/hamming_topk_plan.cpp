@@ -33,20 +33,29 @@ std::vector<Entry> keep_smallest(const std::vector<Entry>& group, std::uint32_t 
   return kept;
 }
 
-void replay(const HammingTopkArgs& args, const std::vector<std::vector<std::uint32_t>>& dist) {
+void replay(const HammingTopkArgs& args, const std::vector<std::vector<std::uint32_t>>& dist,
+            std::uint32_t level0_rows = ferry::ops::kHammingChunkRows) {
   INFO("queries " << args.queries << ", rows " << args.rows << ", k " << args.k << ", budget "
-                  << args.scratch_budget);
+                  << args.scratch_budget << ", level-0 rows " << level0_rows);
+  // The CUDA scan kernel plans its larger level-0 groups within the scratch the public call
+  // reserved with the default plan: that must always be enough.
+  const auto default_plan = ferry::ops::plan_hamming_topk(args, "test");
+  REQUIRE(default_plan.ok());
+  HammingTopkArgs planned = args;
+  if (level0_rows != ferry::ops::kHammingChunkRows) planned.scratch_budget = default_plan->scratch_bytes;
   const ferry::Result<ferry::ops::HammingTopkPlan> plan =
-      ferry::ops::plan_hamming_topk(args, "test");
+      ferry::ops::plan_hamming_topk(planned, "test", level0_rows);
   REQUIRE(plan.ok());
+  CHECK(plan->scratch_bytes <= default_plan->scratch_bytes);
   const std::uint64_t scratch_entries = plan->scratch_bytes / ferry::ops::kHammingCandidateBytes;
   std::vector<Entry> scratch(scratch_entries, {kNone, kNone});
   std::vector<Entry> output(std::uint64_t{args.queries} * args.k, {kNone, kNone});
   std::vector<bool> done(args.queries, false);
   for (const HammingPass& pass : plan->passes) {
     std::vector<char> read(scratch_entries, 0), written(scratch_entries, 0);
-    const std::uint32_t group_size = pass.from_codes ? ferry::ops::kHammingChunkRows
-                                                     : ferry::ops::kHammingMergeGroup;
+    const std::uint32_t group_size =
+        pass.from_codes ? level0_rows : ferry::ops::kHammingMergeGroup;
+    REQUIRE(pass.group_items == group_size);
     REQUIRE(pass.groups == (pass.items + group_size - 1) / group_size);
     REQUIRE(pass.query_begin + pass.query_count <= args.queries);
     for (std::uint32_t q = 0; q < pass.query_count; ++q) {
@@ -127,6 +136,11 @@ TEST_CASE("hamming_topk plan: replayed passes equal a brute-force search") {
     for (auto& row : dist)
       for (auto& d : row) d = static_cast<std::uint32_t>(rng() % c.distinct);
     replay(args, dist);
+    // Level-0 groups as the CUDA scan kernel takes them: spans of many chunks, or the whole
+    // database in one.
+    for (const std::uint32_t span : {c.rows < 2048 ? c.rows : 2048u, 5000u, 65536u, 1u << 19}) {
+      if (span >= std::min(c.rows, 2048u)) replay(args, dist, span);
+    }
   }
 }
 
