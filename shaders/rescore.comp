@@ -27,7 +27,8 @@ layout(constant_id = FERRY_RESCORE_HARDWARE_FMA_ID) const bool kHardwareFma = fa
 
 layout(std430, set = 0, binding = 0) restrict readonly buffer Queries { uint words[]; } queries;
 layout(std430, set = 0, binding = 1) restrict readonly buffer Database { uint words[]; } database;
-layout(std430, set = 0, binding = 2) restrict readonly buffer Candidates { uint words[]; } candidates;
+layout(std430, set = 0, binding = 2) restrict readonly buffer Candidates { uint words[]; }
+    candidates;
 layout(std430, set = 0, binding = 3) restrict writeonly buffer Scores { uint words[]; } scores;
 layout(std430, set = 0, binding = 4) restrict writeonly buffer Indices { uint words[]; } indices;
 

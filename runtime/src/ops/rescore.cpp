@@ -243,7 +243,8 @@ struct Work {
   std::vector<std::uint32_t> rows;
   std::vector<std::uint32_t> scores;
   std::vector<Ranked> ranked;
-  explicit Work(std::uint32_t candidates) : rows(candidates), scores(candidates), ranked(candidates) {}
+  explicit Work(std::uint32_t candidates)
+      : rows(candidates), scores(candidates), ranked(candidates) {}
 };
 
 void rank_query(const RescoreArgs& args, std::span<const std::span<std::byte>> bindings,
@@ -265,7 +266,8 @@ void rank_query(const RescoreArgs& args, std::span<const std::span<std::byte>> b
     const std::byte* block[kBlock];
     for (std::size_t first = 0; first < count; first += kBlock) {
       const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(kBlock, count - first));
-      for (std::uint32_t r = 0; r < n; ++r) block[r] = database + work.rows[first + r] * args.database_stride;
+      for (std::uint32_t r = 0; r < n; ++r)
+        block[r] = database + work.rows[first + r] * args.database_stride;
       score_float_block(args, query, block, n, work.scores.data() + first);
     }
   } else {

@@ -39,7 +39,8 @@ void run_on_cpu(const RescoreArgs& args, std::span<const std::span<std::byte>> b
 
 // ---- The GPU algorithm (shaders/rescore.comp and cuda_backend/ops/rescore.cu) ----
 //
-// One dispatch; a workgroup of kRescoreWorkgroupSize takes one query and ranks its candidates in rounds through kRescoreSlots slots of shared memory (16 KiB, the least
+// One dispatch; a workgroup of kRescoreWorkgroupSize takes one query (a 2D grid of them) and
+// ranks its candidates in rounds through kRescoreSlots slots of shared memory (16 KiB, the least
 // any Vulkan device has), each slot a 64-bit (score key, row index) pair that sorts ascending in
 // rank order (shaders/rescore_score.h makes the keys; a skipped entry is all ones, last):
 //   1. The slots past the `kept` best so far take the next candidates, each invocation scoring its

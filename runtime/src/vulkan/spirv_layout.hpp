@@ -157,7 +157,8 @@ constexpr FloatArithmetic float_arithmetic(std::span<const std::uint32_t> words)
 // such fma() has; SPIR-V says that with the decoration (GLSL.std.450, Fma), so it is added here,
 // in front of the module's first decoration.
 template <std::size_t kWords>
-constexpr std::array<std::uint32_t, kWords> with_precise_fmas(std::span<const std::uint32_t> words) {
+constexpr std::array<std::uint32_t, kWords> with_precise_fmas(
+    std::span<const std::uint32_t> words) {
   std::array<std::uint32_t, kWords> out{};
   const std::uint32_t glsl = glsl_import(words);
   std::size_t first_decoration = 0;

@@ -123,7 +123,8 @@ std::vector<std::byte> make_vectors(std::mt19937_64& rng, const Case& c, std::ui
   std::vector<std::byte> bytes((count - 1) * pitch + std::uint64_t{c.dims} * size,
                                std::byte{0xFF});
   for (std::uint32_t r = 0; r < count; ++r) {
-    for (std::uint32_t j = 0; j < c.dims; ++j) random_element(rng, c, bytes.data() + r * pitch + j * size);
+    for (std::uint32_t j = 0; j < c.dims; ++j)
+      random_element(rng, c, bytes.data() + r * pitch + j * size);
   }
   return bytes;
 }
@@ -446,7 +447,9 @@ TEST_CASE("rescore: bad parameters are clear errors and record nothing") {
       const ferry::Status status = ferry::rescore(commands, b, p);
       CHECK_MESSAGE(status.code() == code, status.to_string());
       CHECK(!status.message().empty());
-      if (mentions != nullptr) CHECK_MESSAGE(status.message().find(mentions) != std::string::npos, status.message());
+      if (mentions != nullptr) {
+        CHECK_MESSAGE(status.message().find(mentions) != std::string::npos, status.message());
+      }
       CHECK(commands.empty());
     };
     RescoreParams p = good;

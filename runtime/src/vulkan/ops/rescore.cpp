@@ -26,13 +26,16 @@ static_assert(kLayout.offsets[12] == offsetof(RescorePushConstants, indices_word
 // The scores are exact only if the compiler keeps every fma fused and every subtraction alone:
 // glslang marks the subtractions NoContraction (precise); the fmas get it here.
 constexpr spirv::FloatArithmetic kCompiled = spirv::float_arithmetic(shaders::rescore_spv);
-constexpr auto kSpirv = spirv::with_precise_fmas<shaders::rescore_spv.size() + 3 * (kCompiled.fmas - kCompiled.precise_fmas)>(shaders::rescore_spv);
+constexpr std::size_t kSpirvWords =
+    shaders::rescore_spv.size() + 3 * (kCompiled.fmas - kCompiled.precise_fmas);
+constexpr auto kSpirv = spirv::with_precise_fmas<kSpirvWords>(shaders::rescore_spv);
 constexpr spirv::FloatArithmetic kArithmetic = spirv::float_arithmetic(kSpirv);
 static_assert(kArithmetic.fmas > 0 && kArithmetic.precise_fmas == kArithmetic.fmas,
               "rescore.comp: every Fma must be decorated NoContraction");
 static_assert(kArithmetic.subs > 0 && kArithmetic.precise_subs == kArithmetic.subs,
               "rescore.comp: every FSub must be decorated NoContraction (precise)");
-static_assert(kArithmetic.muls_and_adds == 0, "rescore.comp: a float multiply or add (a split fma?)");
+static_assert(kArithmetic.muls_and_adds == 0,
+              "rescore.comp: a float multiply or add (a split fma?)");
 // The shader's constants are the algorithm's.
 static_assert(FERRY_RESCORE_WORKGROUP_SIZE == ops::kRescoreWorkgroupSize);
 static_assert(FERRY_RESCORE_SLOTS == ops::kRescoreSlots);
@@ -109,7 +112,9 @@ Status RescorePipeline::create(const DeviceContext& context) {
 
 void RescorePipeline::destroy() noexcept {
   if (context_ == nullptr) return;
-  if (pipeline_ != VK_NULL_HANDLE) context_->vk.vkDestroyPipeline(context_->device, pipeline_, nullptr);
+  if (pipeline_ != VK_NULL_HANDLE) {
+    context_->vk.vkDestroyPipeline(context_->device, pipeline_, nullptr);
+  }
   pipeline_ = VK_NULL_HANDLE;
   program_.destroy();
   context_ = nullptr;
