@@ -24,7 +24,8 @@ constexpr OptionSpec kOptions[] = {
      .help = "commands per CommandList", .fallback = "20", .quick = "4", .min = 1, .max = 1000},
 };
 
-const OpCase* const kOps[] = {&kFillOp, &kNormalizeOp, &kBinaryQuantizeOp, &kHammingTopkOp};
+const OpCase* const kOps[] = {&kFillOp, &kNormalizeOp, &kBinaryQuantizeOp, &kHammingTopkOp,
+                              &kRescoreOp};
 
 struct OpBuffers {
   std::vector<Buffer> inputs, outputs;  // `sets` of each
@@ -104,6 +105,7 @@ Result<ListTiming> measure_op(const Device& device, const Device& reference, con
                               const ListSettings& settings, std::uint64_t seed) {
   std::vector<std::byte> input(op.input_bytes);
   fill_random(input, seed);
+  if (op.shape_input) op.shape_input(input);
   // The outputs start with different bytes on the two devices, so that a byte the op leaves
   // unwritten cannot pass for a right one.
   FERRY_ASSIGN_OR_RETURN(OpBuffers expected_buffers,
@@ -261,8 +263,9 @@ int run(const Options& options, const std::string& command_line) {
 const Command kBenchOp = {
     .name = "bench op",
     .summary =
-        "One op (fill, normalize, binary_quantize) against a device-to-device copy of the same bytes, its "
-        "output checked bit for bit against the CPU backend.",
+        "One op (fill, normalize, binary_quantize, hamming_topk, rescore) against a "
+        "device-to-device copy of the same bytes, its output checked bit for bit against the CPU "
+        "backend.",
     .about =
         "Per size and output type, lists of the op's commands on the compute queue (median per\n"
         "list) against a device-to-device copy reading and writing as many bytes\n"

@@ -11,6 +11,7 @@
 #include "ops/hamming_topk_kernel.hpp"
 #include "ops/normalize_kernel.hpp"
 #include "ops/op_list.hpp"
+#include "ops/rescore_kernel.hpp"
 
 namespace ferry::cuda {
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,9 @@ struct OpInstance {
   std::uint64_t bytes_moved = 0;  // per command: bytes read + bytes written
   // Records the op reading `input` (an empty Buffer when input_bytes is 0), writing `output`.
   std::function<Status(CommandList&, const Buffer& input, const Buffer& output)> record;
+  // Turns the random input bytes into what the op needs (indices in range, values in a range);
+  // none: the random bytes as they are.
+  std::function<void(std::span<std::byte> input)> shape_input = {};
 };
 
 struct OpCase {
@@ -33,7 +37,7 @@ struct OpCase {
   Result<OpInstance> (*instance)(const OpSize& size, std::string_view variant) = nullptr;
 };
 
-extern const OpCase kFillOp, kNormalizeOp, kBinaryQuantizeOp, kHammingTopkOp;
+extern const OpCase kFillOp, kNormalizeOp, kBinaryQuantizeOp, kHammingTopkOp, kRescoreOp;
 
 // An IngressPipeline's options that normalize each batch with `params`.
 Result<IngressOptions> normalize_ingress_options(const NormalizeParams& params,

@@ -16,6 +16,7 @@
 #include "ops/fill.hpp"
 #include "ops/hamming_topk.hpp"
 #include "ops/normalize.hpp"
+#include "ops/rescore.hpp"
 
 // X(name, Type): the op's name (Device::supports, error messages, tests) and the prefix of its
 // types: ops::<Type>Args (what a command carries), vulkan::<Type>Pipeline, cuda::<Type>Kernel.
@@ -23,7 +24,8 @@
   X(fill, Fill)                      \
   X(normalize, Normalize)            \
   X(binary_quantize, BinaryQuantize) \
-  X(hamming_topk, HammingTopk)
+  X(hamming_topk, HammingTopk)       \
+  X(rescore, Rescore)
 
 namespace ferry::ops {
 

@@ -62,6 +62,7 @@ struct DeviceContext {
 
   std::string device_name;
   VkPhysicalDeviceType device_type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
+  VkDriverId driver_id = static_cast<VkDriverId>(0);  // 0: not reported
   VkPhysicalDeviceLimits limits{};
   // Compute units (NVIDIA: SMs) and the threads each runs at a time, when the driver says
   // (VK_NV_shader_sm_builtins); 0 when unknown. Ops size their grids by them.

@@ -87,6 +87,7 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
   context_.queue_families = plan.family_indices();
   context_.device_name = physical.info.name;
   context_.device_type = physical.type;
+  context_.driver_id = physical.driver_id;
   context_.limits = physical.limits;
   context_.compute_units = physical.compute_units;
   context_.threads_per_compute_unit = physical.threads_per_compute_unit;

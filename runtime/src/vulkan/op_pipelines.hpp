@@ -13,6 +13,7 @@
 #include "vulkan/ops/fill.hpp"
 #include "vulkan/ops/hamming_topk.hpp"
 #include "vulkan/ops/normalize.hpp"
+#include "vulkan/ops/rescore.hpp"
 
 namespace ferry::vulkan {
 

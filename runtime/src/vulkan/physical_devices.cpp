@@ -189,6 +189,7 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
   device.info.name = core.deviceName;
   device.info.is_cpu = core.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   device.type = core.deviceType;
+  device.driver_id = driver.driverID;
   device.limits = core.limits;
   device.max_memory_allocation_size = maintenance3.maxMemoryAllocationSize;
   describe_memory(handle, device);

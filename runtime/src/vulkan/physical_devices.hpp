@@ -18,6 +18,7 @@ namespace ferry::vulkan {
 struct PhysicalDevice {
   VkPhysicalDevice handle = VK_NULL_HANDLE;
   VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
+  VkDriverId driver_id = static_cast<VkDriverId>(0);  // 0: not reported
   DeviceInfo info;  // index = rank in the list; queues = the planned assignments
   QueuePlan queue_plan;
   VkPhysicalDeviceLimits limits{};

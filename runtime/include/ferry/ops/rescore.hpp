@@ -11,7 +11,8 @@
 //     float32, inner_product: s = fma(q[j], x[j], s)              from s = +0.0f
 //     float32, l2:            e = q[j] - x[j]; s = fma(e, e, s)   (squared L2)
 //     int8, inner_product:    s += q[j] * x[j]                   int32, exact
-//     int8, l2:               s += (q[j] - x[j])^2               int32, exact (dims <= 2^16)
+//     int8, l2:               s += (q[j] - x[j])^2               int32, exact (dims <= 2^15:
+//                             255^2 * 2^15 < 2^31; kRescoreMaxInt8L2Dims)
 //   fma is IEEE's fused multiply-add, rounded once (round to nearest even), subnormals kept, so no
 //   backend depends on its compiler's contraction or float modes. Cosine similarity is
 //   inner_product over vectors normalized beforehand (BinaryIndex does this on the host).
@@ -20,7 +21,9 @@
 //   number (NaNs among themselves by row index).
 //   Output: for query i, [i * k, i * k + k) of `scores` and `indices` hold the best min(k, valid
 //   distinct candidates) rows; the entries past them hold kRescoreNoIndex and the score bits
-//   kRescoreNoScoreBits. Scores are float32 for float32 vectors, int32 for int8 vectors.
+//   kRescoreNoScoreBits. Scores are float32 for float32 vectors, int32 for int8 vectors; a NaN
+//   score is written as kRescoreNaNScoreBits (NaN payloads differ between processors), a -0.0
+//   score as -0.0.
 #pragma once
 
 #include <cstdint>
@@ -36,13 +39,15 @@ enum class RescoreMetric : std::uint8_t { inner_product, l2 };
 inline constexpr std::uint32_t kRescoreMaxCandidates = 4096;  // per query
 inline constexpr std::uint32_t kRescoreMaxK = 1024;
 inline constexpr std::uint32_t kRescoreMaxDims = 65536;
+inline constexpr std::uint32_t kRescoreMaxInt8L2Dims = 32768;  // int32 sums stay exact
 inline constexpr std::uint32_t kRescoreNoIndex = 0xFFFFFFFFu;
 inline constexpr std::uint32_t kRescoreNoScoreBits = 0xFFFFFFFFu;  // a NaN as float32, -1 as int32
+inline constexpr std::uint32_t kRescoreNaNScoreBits = 0x7FC00000u;  // every NaN score (float32)
 
 struct RescoreParams {
   RescoreElement element = RescoreElement::float32;
   RescoreMetric metric = RescoreMetric::inner_product;
-  std::uint32_t dims = 0;            // 1 to kRescoreMaxDims
+  std::uint32_t dims = 0;            // 1 to kRescoreMaxDims (kRescoreMaxInt8L2Dims for int8 l2)
   std::uint32_t queries = 0;         // >= 1
   std::uint64_t database_rows = 0;   // 1 to 2^32 - 2
   std::uint32_t candidates = 0;      // per query, 1 to kRescoreMaxCandidates
