@@ -605,7 +605,8 @@ TEST_CASE("BinaryIndex: an add that fails half way leaves the index as it was") 
     BinaryIndex index = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
     Model model(o);
     const Rows queries = make_rows(t.rng, 5, o.dims, o.input_type);
-    for (const ferry::FaultSite site : {ferry::FaultSite::submit, ferry::FaultSite::allocation}) {
+    for (const ferry::FaultSite site :
+         {ferry::FaultSite::submit, ferry::FaultSite::allocation, ferry::FaultSite::wait}) {
       for (const std::uint64_t call : {1, 3, 8}) {
         INFO("failing " << ferry::to_string(site) << " call " << call << " after " << model.rows() << " rows");
         const Rows rows = make_rows(t.rng, 90, o.dims, o.input_type);
