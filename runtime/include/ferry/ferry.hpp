@@ -1,6 +1,7 @@
 // The whole public API.
 #pragma once
 
+#include "ferry/binary_index.hpp"
 #include "ferry/buffer.hpp"
 #include "ferry/device.hpp"
 #include "ferry/egress.hpp"

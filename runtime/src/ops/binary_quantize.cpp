@@ -2,12 +2,12 @@
 // and the CPU reference.
 #include "ferry/ops/binary_quantize.hpp"
 
-#include <bit>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/checked.hpp"
+#include "core/float_bits.hpp"
 #include "core/op_record.hpp"
 #include "ops/binary_quantize.hpp"
 
@@ -130,19 +130,6 @@ Status binary_quantize(CommandList& commands, const BufferRef& input, std::uint6
 
 namespace {
 
-// The float32 bits of a float16, converted exactly (subnormal halves are normal floats).
-std::uint32_t float16_to_float32_bits(std::uint16_t half) {
-  const std::uint32_t sign = std::uint32_t{half & 0x8000u} << 16;
-  const std::uint32_t exponent = (half >> 10) & 0x1fu;
-  const std::uint32_t mantissa = half & 0x3ffu;
-  if (exponent == 0x1f) return sign | 0x7f800000u | (mantissa << 13);  // infinity, NaN
-  if (exponent != 0) return sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
-  if (mantissa == 0) return sign;
-  // mantissa * 2^-24 with its leading 1 at bit p: 2^(p - 24) times 1.fraction.
-  const std::uint32_t p = static_cast<std::uint32_t>(std::bit_width(mantissa)) - 1;  // 0..9
-  return sign | ((p + 127 - 24) << 23) | ((mantissa << (23 - p)) & 0x7fffffu);
-}
-
 // float32 bits ordered as the values: for two non-NaN floats, a > b exactly when
 // key(a) > key(b); -0 and +0 both map to 0.
 std::int32_t order_key(std::uint32_t bits) {
@@ -161,8 +148,8 @@ std::uint32_t element_bits(const std::byte* row, std::uint32_t j) {
   } else {
     std::uint16_t half;
     std::memcpy(&half, row + std::size_t{j} * 2, 2);
-    return kType == ElementType::float16 ? float16_to_float32_bits(half)
-                                         : std::uint32_t{half} << 16;
+    return kType == ElementType::float16 ? detail::float16_to_float32_bits(half)
+                                         : detail::bfloat16_to_float32_bits(half);
   }
 }
 

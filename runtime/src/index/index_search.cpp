@@ -1,0 +1,366 @@
+// BinaryIndex::search, per block of queries (as many as the work buffers' bound allows):
+//   1. the queries, as float32 values (normalized for cosine), uploaded and quantized;
+//   2. hamming_topk over each device code segment, then over the host segments streamed in chunks
+//      through the upload staging pool: two device stream buffers alternate, so the upload of
+//      chunk i + 1 (upload queue) overlaps the search of chunk i (compute queue);
+//   3. every chunk's list downloaded and merged on the host into the global top list (exact:
+//      ascending distance, then ascending global id);
+//   4. with rescore: each kept-vector segment rescores the candidates that fall in it (rescore
+//      reads device segments, and host segments in place), and the lists are merged with the
+//      rescore's own order.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "core/checked.hpp"
+#include "core/host_workers.hpp"
+#include "ferry/ops/binary_quantize.hpp"
+#include "ferry/ops/hamming_topk.hpp"
+#include "ferry/ops/rescore.hpp"
+#include "ferry/transfer.hpp"
+#include "index/host_vectors.hpp"
+#include "index/index_state.hpp"
+
+namespace ferry {
+namespace {
+
+// A part of the database one hamming_topk searches: a device segment, or a chunk of a host
+// segment streamed to the device.
+struct SearchPart {
+  std::uint64_t first_row = 0;
+  std::uint64_t rows = 0;
+  const index::Segment* segment = nullptr;
+  std::uint64_t local_row = 0;  // within the segment
+};
+
+// The parts holding rows [0, rows): device segments whole, host segments in chunks of at most
+// chunk_rows.
+std::vector<SearchPart> search_parts(const index::SegmentStore& codes, std::uint64_t rows,
+                                     std::uint64_t chunk_rows) {
+  std::vector<SearchPart> parts;
+  for (const index::Segment& segment : codes.segments()) {
+    if (segment.first_row >= rows) break;
+    const std::uint64_t filled = std::min(segment.end_row(), rows) - segment.first_row;
+    const std::uint64_t piece = segment.on_device() ? filled : chunk_rows;
+    for (std::uint64_t local = 0; local < filled; local += piece) {
+      parts.push_back({segment.first_row + local, std::min(piece, filled - local), &segment, local});
+    }
+  }
+  return parts;
+}
+
+std::vector<std::uint32_t> to_words(const std::vector<std::byte>& bytes) {
+  std::vector<std::uint32_t> words(bytes.size() / 4);
+  std::memcpy(words.data(), bytes.data(), words.size() * 4);
+  return words;
+}
+
+Result<std::vector<std::uint32_t>> download_words(const Queue& queue, const StagingPool& pool,
+                                                  const BufferRef& source, std::uint64_t bytes,
+                                                  const TimelinePoint& ready) {
+  std::vector<std::byte> host(bytes);
+  SubmitSync sync;
+  sync.wait.push_back(ready);
+  FERRY_RETURN_IF_ERROR(ferry::download(queue, pool, source, 0, host, sync));
+  return to_words(host);
+}
+
+}  // namespace
+
+Result<SearchResults> BinaryIndex::State::search(std::span<const std::byte> queries,
+                                                 std::uint32_t count, const SearchParams& params) {
+  const std::uint32_t candidates = params.rescore ? params.k * params.oversample : params.k;
+  SearchResults out;
+  out.queries = count;
+  out.k = params.k;
+  out.ids.assign(std::uint64_t{count} * params.k, kBinaryIndexNoId);
+  out.scores.assign(out.ids.size(), std::numeric_limits<float>::quiet_NaN());
+
+  // Queries per block: what keeps every per-query work buffer within segment_bytes (at least one
+  // query): the float32 queries, and the lists of every part searched.
+  const std::uint64_t chunk_rows =
+      std::max<std::uint64_t>(1, std::min(options.memory.staging_slab_bytes,
+                                          options.memory.segment_bytes) / code_bytes);
+  const std::uint64_t parts = search_parts(codes, rows, chunk_rows).size();
+  const std::uint64_t vector_segments = vectors.segments().size();
+  const std::uint64_t per_query = std::max<std::uint64_t>(
+      {std::uint64_t{options.dims} * 4, parts * candidates * 8,
+       vector_segments * (std::uint64_t{candidates} * 4 + std::uint64_t{params.k} * 8)});
+  const std::uint64_t block = std::clamp<std::uint64_t>(
+      options.memory.segment_bytes / per_query, 1, count);
+
+  index::SubmittedWork submitted;
+  for (std::uint64_t first = 0; first < count; first += block) {
+    const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(block, count - first));
+    const std::span<const std::byte> rows_in =
+        queries.subspan(first * input_row_bytes(), n * input_row_bytes());
+    Status status = search_block(rows_in, n, params, candidates, out,
+                                 static_cast<std::uint32_t>(first), submitted);
+    if (!status.ok()) {
+      submitted.settle();
+      if (count > block) {
+        status.with_context("queries " + std::to_string(first) + ".." +
+                            std::to_string(first + n - 1));
+      }
+      return status;
+    }
+  }
+  return out;
+}
+
+Status BinaryIndex::State::search_block(std::span<const std::byte> queries, std::uint32_t count,
+                                        const SearchParams& params, std::uint32_t candidates,
+                                        SearchResults& out, std::uint32_t out_first,
+                                        index::SubmittedWork& submitted) {
+  const std::uint32_t dims = options.dims;
+  // 1. The queries as float32 values (and int8 for int8 rescoring), uploaded and quantized.
+  std::vector<float> values(std::uint64_t{count} * dims);
+  for (std::uint32_t q = 0; q < count; ++q) {
+    index::row_values(options, queries.data() + std::uint64_t{q} * input_row_bytes(),
+                      std::span(values).subspan(std::uint64_t{q} * dims, dims));
+  }
+  FERRY_ASSIGN_OR_RETURN(BufferRef query_floats,
+                         work.query_floats.at_least(device, values.size() * 4, "queries"));
+  FERRY_ASSIGN_OR_RETURN(BufferRef query_codes,
+                         work.query_codes.at_least(device, std::uint64_t{count} * code_bytes,
+                                                   "query codes"));
+  FERRY_ASSIGN_OR_RETURN(TimelinePoint uploaded,
+                         ferry::upload(upload, upload_pool, std::as_bytes(std::span(values)),
+                                       query_floats, 0));
+  submitted.note(QueueKind::upload, uploaded);
+  BufferRef rescore_queries = query_floats;
+  if (params.rescore && options.keep == KeptVectors::int8) {
+    std::vector<std::int8_t> int8_values(values.size());
+    for (std::uint32_t q = 0; q < count; ++q) {
+      index::quantize_int8(std::span(values).subspan(std::uint64_t{q} * dims, dims), int8_scale,
+                           int8_values.data() + std::uint64_t{q} * dims);
+    }
+    FERRY_ASSIGN_OR_RETURN(BufferRef query_int8,
+                           work.query_int8.at_least(device, int8_values.size(), "int8 queries"));
+    FERRY_ASSIGN_OR_RETURN(uploaded, ferry::upload(upload, upload_pool,
+                                                   std::as_bytes(std::span(int8_values)),
+                                                   query_int8, 0));
+    submitted.note(QueueKind::upload, uploaded);
+    rescore_queries = query_int8;
+  }
+
+  // 2. hamming_topk over every part; each part's lists at its own place in the results buffer.
+  const std::uint64_t chunk_rows =
+      std::max<std::uint64_t>(1, std::min(options.memory.staging_slab_bytes,
+                                          options.memory.segment_bytes) / code_bytes);
+  const std::vector<SearchPart> parts = search_parts(codes, rows, chunk_rows);
+  std::vector<std::uint64_t> part_offset(parts.size() + 1, 0);
+  std::vector<std::uint32_t> part_k(parts.size());
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    part_k[p] = static_cast<std::uint32_t>(std::min<std::uint64_t>(candidates, parts[p].rows));
+    part_offset[p + 1] = part_offset[p] + std::uint64_t{count} * part_k[p] * 8;
+  }
+  FERRY_ASSIGN_OR_RETURN(BufferRef results,
+                         work.results.at_least(device, part_offset.back(), "Hamming lists"));
+  const BufferRef thresholds_ref =
+      thresholds_buffer ? BufferRef(thresholds_buffer) : BufferRef(Buffer());
+  BinaryQuantizeParams quantize;
+  quantize.rows = count;
+  quantize.dims = dims;
+  quantize.input_type = ElementType::float32;
+  if (thresholds_buffer) quantize.thresholds.buffer = &thresholds_ref;
+  auto search_part = [&](CommandList& commands, std::size_t p, const BufferRef& database,
+                         std::uint64_t database_offset) {
+    const std::uint64_t list_bytes = std::uint64_t{count} * part_k[p] * 4;
+    const HammingTopkBuffers buffers{query_codes, 0, database, database_offset,
+                                     results, part_offset[p], results, part_offset[p] + list_bytes};
+    return hamming_topk(commands, buffers,
+                        {code_bytes * 8, count, parts[p].rows, part_k[p]});
+  };
+
+  CommandList commands;
+  FERRY_RETURN_IF_ERROR(binary_quantize(commands, query_floats, 0, query_codes, 0, quantize));
+  std::size_t p = 0;
+  for (; p < parts.size() && parts[p].segment->on_device(); ++p) {
+    FERRY_RETURN_IF_ERROR(search_part(commands, p, parts[p].segment->device,
+                                      parts[p].local_row * code_bytes));
+  }
+  SubmitSync sync;
+  sync.wait.push_back(uploaded);
+  FERRY_ASSIGN_OR_RETURN(TimelinePoint searched, compute.submit(std::move(commands), sync));
+  submitted.note(QueueKind::compute, searched);
+
+  // Host parts, streamed: chunk i's upload waits for the search that last read its stream buffer
+  // (chunk i - 2); its search waits for its upload.
+  std::array<BufferRef, 2> stream{BufferRef(Buffer()), BufferRef(Buffer())};
+  std::array<TimelinePoint, 2> stream_read;
+  for (std::size_t chunk = 0; p < parts.size(); ++p, ++chunk) {
+    const std::size_t slot = chunk % 2;
+    if (chunk < 2) {
+      FERRY_ASSIGN_OR_RETURN(stream[slot], work.stream[slot].at_least(device, chunk_rows * code_bytes,
+                                                                      "streamed codes"));
+    }
+    const std::uint64_t bytes = parts[p].rows * code_bytes;
+    FERRY_ASSIGN_OR_RETURN(Lease lease, upload_pool.acquire(bytes));
+    detail::parallel_memcpy(lease.data().data(),
+                            parts[p].segment->host_bytes(code_bytes).data() +
+                                parts[p].local_row * code_bytes,
+                            bytes, detail::host_worker_count() + 1);
+    CommandList upload_commands;
+    FERRY_RETURN_IF_ERROR(upload_commands.copy(lease, 0, stream[slot], 0, bytes));
+    SubmitSync upload_sync;
+    if (stream_read[slot].timeline) upload_sync.wait.push_back(stream_read[slot]);
+    FERRY_ASSIGN_OR_RETURN(TimelinePoint streamed,
+                           upload.submit(std::move(upload_commands), upload_sync));
+    submitted.note(QueueKind::upload, streamed);
+    lease.release();
+    CommandList search_commands;
+    FERRY_RETURN_IF_ERROR(search_part(search_commands, p, stream[slot], 0));
+    SubmitSync search_sync;
+    search_sync.wait.push_back(streamed);
+    FERRY_ASSIGN_OR_RETURN(searched, compute.submit(std::move(search_commands), search_sync));
+    submitted.note(QueueKind::compute, searched);
+    stream_read[slot] = searched;
+  }
+
+  // 3. Every list to the host, merged per query.
+  FERRY_ASSIGN_OR_RETURN(std::vector<std::uint32_t> lists,
+                         download_words(download, readback_pool, results, part_offset.back(),
+                                        searched));
+  std::vector<std::vector<index::HammingHit>> hits(count);
+  std::vector<index::HammingList> query_lists(parts.size());
+  for (std::uint32_t q = 0; q < count; ++q) {
+    for (std::size_t part = 0; part < parts.size(); ++part) {
+      const std::size_t k = part_k[part];
+      const std::size_t at = part_offset[part] / 4 + std::size_t{q} * k;
+      const std::size_t indices_at = at + std::size_t{count} * k;
+      query_lists[part] = {std::span(lists).subspan(at, k), std::span(lists).subspan(indices_at, k),
+                           parts[part].first_row};
+    }
+    hits[q] = index::merge_hamming(query_lists, candidates);
+  }
+  if (params.rescore) {
+    return rescore_block(count, params, hits, rescore_queries, out, out_first, submitted);
+  }
+
+  for (std::uint32_t q = 0; q < count; ++q) {
+    const std::uint64_t at = std::uint64_t{out_first + q} * params.k;
+    for (std::size_t i = 0; i < hits[q].size(); ++i) {
+      out.ids[at + i] = hits[q][i].id;
+      out.scores[at + i] = static_cast<float>(hits[q][i].distance);
+    }
+  }
+  return Status();
+}
+
+Status BinaryIndex::State::rescore_block(std::uint32_t count, const SearchParams& params,
+                                         const std::vector<std::vector<index::HammingHit>>& hits,
+                                         const BufferRef& queries_ref, SearchResults& out, std::uint32_t out_first,
+                                         index::SubmittedWork& submitted) {
+  const RescoreElement element =
+      options.keep == KeptVectors::int8 ? RescoreElement::int8 : RescoreElement::float32;
+  const RescoreMetric metric =
+      options.metric == IndexMetric::l2 ? RescoreMetric::l2 : RescoreMetric::inner_product;
+
+  // Each kept-vector segment's candidates: per query, the local rows of its hits, padded to the
+  // segment's widest list with kRescoreNoIndex (which rescore skips).
+  struct Part {
+    const index::Segment* segment = nullptr;
+    std::uint64_t rows = 0;
+    std::uint32_t width = 0;
+    std::uint32_t k = 0;
+    std::uint64_t candidates_at = 0;  // bytes into the candidates buffer
+    std::uint64_t scores_at = 0;      // bytes into the rescored buffer
+  };
+  std::vector<Part> parts;
+  for (const index::Segment& segment : vectors.segments()) {
+    if (segment.first_row >= rows) break;
+    Part part;
+    part.segment = &segment;
+    part.rows = std::min(segment.end_row(), rows) - segment.first_row;
+    for (const auto& list : hits) {
+      const auto in_segment = std::count_if(list.begin(), list.end(), [&](const auto& hit) {
+        return hit.id >= segment.first_row && hit.id < segment.first_row + part.rows;
+      });
+      part.width = std::max(part.width, static_cast<std::uint32_t>(in_segment));
+    }
+    if (part.width == 0) continue;
+    part.k = std::min(params.k, part.width);
+    parts.push_back(part);
+  }
+  if (parts.empty()) return Status();  // no candidates at all: every result stays padding
+
+  std::uint64_t candidate_words = 0, scored_bytes = 0;
+  for (Part& part : parts) {
+    part.candidates_at = candidate_words * 4;
+    candidate_words += std::uint64_t{count} * part.width;
+    part.scores_at = scored_bytes;
+    scored_bytes += std::uint64_t{count} * part.k * 8;
+  }
+  std::vector<std::uint32_t> candidates(candidate_words, kRescoreNoIndex);
+  for (const Part& part : parts) {
+    const std::uint64_t base = part.segment->first_row;
+    for (std::uint32_t q = 0; q < count; ++q) {
+      std::uint32_t* list = candidates.data() + part.candidates_at / 4 + std::uint64_t{q} * part.width;
+      for (const auto& hit : hits[q]) {
+        if (hit.id >= base && hit.id < base + part.rows) *list++ = static_cast<std::uint32_t>(hit.id - base);
+      }
+    }
+  }
+  FERRY_ASSIGN_OR_RETURN(BufferRef candidates_ref,
+                         work.candidates.at_least(device, candidate_words * 4, "candidates"));
+  FERRY_ASSIGN_OR_RETURN(BufferRef rescored,
+                         work.rescored.at_least(device, scored_bytes, "rescored lists"));
+  FERRY_ASSIGN_OR_RETURN(TimelinePoint uploaded,
+                         ferry::upload(upload, upload_pool, std::as_bytes(std::span(candidates)),
+                                       candidates_ref, 0));
+  submitted.note(QueueKind::upload, uploaded);
+
+  CommandList commands;
+  for (const Part& part : parts) {
+    RescoreParams p;
+    p.element = element;
+    p.metric = metric;
+    p.dims = options.dims;
+    p.queries = count;
+    p.database_rows = part.rows;
+    p.candidates = part.width;
+    p.k = part.k;
+    const std::uint64_t list_bytes = std::uint64_t{count} * part.k * 4;
+    const RescoreBuffers buffers{queries_ref,  0, part.segment->buffer(), 0,
+                                 candidates_ref, part.candidates_at,
+                                 rescored,       part.scores_at,
+                                 rescored,       part.scores_at + list_bytes};
+    FERRY_RETURN_IF_ERROR(rescore(commands, buffers, p));
+  }
+  SubmitSync sync;
+  sync.wait.push_back(uploaded);
+  FERRY_ASSIGN_OR_RETURN(TimelinePoint done, compute.submit(std::move(commands), sync));
+  submitted.note(QueueKind::compute, done);
+  FERRY_ASSIGN_OR_RETURN(std::vector<std::uint32_t> lists,
+                         download_words(download, readback_pool, rescored, scored_bytes, done));
+
+  std::vector<index::ScoredList> query_lists(parts.size());
+  const double int8_unit = double{int8_scale} * double{int8_scale};
+  for (std::uint32_t q = 0; q < count; ++q) {
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const Part& part = parts[i];
+      const std::size_t at = part.scores_at / 4 + std::size_t{q} * part.k;
+      const std::size_t indices_at = at + std::size_t{count} * part.k;
+      query_lists[i] = {std::span(lists).subspan(at, part.k),
+                        std::span(lists).subspan(indices_at, part.k), part.segment->first_row};
+    }
+    const std::vector<index::ScoredHit> best =
+        index::merge_rescored(query_lists, params.k, element, metric);
+    const std::uint64_t at = std::uint64_t{out_first + q} * params.k;
+    for (std::size_t i = 0; i < best.size(); ++i) {
+      out.ids[at + i] = best[i].id;
+      out.scores[at + i] =
+          element == RescoreElement::float32
+              ? std::bit_cast<float>(best[i].score_bits)
+              : static_cast<float>(
+                    static_cast<double>(static_cast<std::int32_t>(best[i].score_bits)) / int8_unit);
+    }
+  }
+  return Status();
+}
+
+}  // namespace ferry

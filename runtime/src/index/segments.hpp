@@ -1,0 +1,106 @@
+// Where BinaryIndex keeps rows (codes, or kept vectors): a list of segments, each a device buffer
+// or a host block of a fixed number of rows, allocated as rows arrive. The first segments are on
+// the device while they fit the device budget; every later one is in host memory (so the device
+// holds rows [0, device_rows()) and the host the rest). Segments grow geometrically up to
+// segment_bytes, so an index built by many small adds has few segments, and nothing is re-copied.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "ferry/buffer.hpp"
+#include "ferry/device.hpp"
+#include "ferry/status.hpp"
+
+namespace ferry::index {
+
+// Host memory the device reads in place: ordinary memory registered with the device
+// (Device::register_host_memory) where it can, else a host_upload buffer.
+class PinnedBlock {
+ public:
+  static Result<std::unique_ptr<PinnedBlock>> allocate(const Device& device, std::uint64_t bytes);
+  ~PinnedBlock();
+  PinnedBlock(const PinnedBlock&) = delete;
+  PinnedBlock& operator=(const PinnedBlock&) = delete;
+
+  std::span<std::byte> bytes() const { return bytes_; }
+  const Buffer& buffer() const { return buffer_; }
+
+ private:
+  PinnedBlock() = default;
+  struct FreeAligned {
+    void operator()(std::byte* p) const noexcept;
+  };
+  Device device_;
+  std::unique_ptr<std::byte, FreeAligned> memory_;  // set when registered
+  Buffer buffer_;
+  std::span<std::byte> bytes_;
+};
+
+// Which host memory a store uses for rows past its device budget.
+enum class HostMemory : std::uint8_t {
+  pageable,  // ordinary memory (codes: streamed through the staging pool at search time)
+  pinned,    // a PinnedBlock (kept vectors: the rescore op reads them in place)
+};
+
+struct Segment {
+  std::uint64_t first_row = 0;
+  std::uint64_t capacity = 0;  // rows
+  Buffer device;                          // a device segment
+  std::unique_ptr<std::byte[]> pageable;  // or a host segment of pageable memory
+  std::unique_ptr<PinnedBlock> pinned;    // or a host segment of pinned memory
+
+  bool on_device() const { return device.valid(); }
+  std::uint64_t end_row() const { return first_row + capacity; }
+  // The host bytes of a host segment (empty for a device segment).
+  std::span<std::byte> host_bytes(std::uint64_t row_bytes) const;
+  // The memory ops read: the device buffer, or the pinned block's buffer.
+  const Buffer& buffer() const { return on_device() ? device : pinned->buffer(); }
+};
+
+// A run of rows within one segment.
+struct SegmentPiece {
+  std::size_t segment = 0;
+  std::uint64_t local_row = 0;
+  std::uint64_t rows = 0;
+};
+
+class SegmentStore {
+ public:
+  // Limits of every segment: rows below 2^32 - 1 (what hamming_topk and rescore index).
+  static constexpr std::uint64_t kMaxSegmentRows = 0xFFFFFFFEull;
+
+  SegmentStore() = default;
+  SegmentStore(std::uint64_t row_bytes, std::uint64_t device_budget, std::uint64_t segment_bytes,
+               HostMemory host_memory);
+
+  // Makes sure rows [0, rows) have a place, allocating segments past the current capacity.
+  // `what` names the store in errors ("codes", "kept vectors").
+  Status reserve(const Device& device, std::uint64_t rows, const char* what);
+  // Forgets segments past the first `count` (an add that failed gives back what it allocated).
+  void truncate(std::size_t count);
+
+  // The pieces of rows [first, first + rows), in order, one per segment they touch.
+  std::vector<SegmentPiece> pieces(std::uint64_t first, std::uint64_t rows) const;
+
+  std::uint64_t row_bytes() const { return row_bytes_; }
+  std::uint64_t capacity() const;
+  // Rows whose place is on the device (all of them while no host segment exists).
+  std::uint64_t device_capacity() const;
+  std::uint64_t device_bytes() const { return device_bytes_; }
+  std::uint64_t host_bytes() const;
+  const std::vector<Segment>& segments() const { return segments_; }
+
+ private:
+  std::uint64_t row_bytes_ = 0;
+  std::uint64_t device_budget_ = 0;
+  std::uint64_t max_rows_ = 1;  // per segment
+  HostMemory host_memory_ = HostMemory::pageable;
+  std::uint64_t device_bytes_ = 0;
+  std::vector<Segment> segments_;
+};
+
+}  // namespace ferry::index

@@ -1,0 +1,638 @@
+// BinaryIndex against a model computed here, by brute force from the definitions in
+// ferry/binary_index.hpp (never with the library's code): codes by comparing each value with its
+// threshold, every query's Hamming distance to every row sorted by (distance, id), rescoring by an
+// std::fma chain (or exact int8 sums) over the Hamming candidates sorted by (score, id). Random
+// data of awkward sizes with duplicated rows (ties), several adds, every metric and threshold
+// kind, 16-bit inputs; a tiny device budget (codes streamed from the host, kept vectors read in
+// place) against a resident index; save/load round trips; damaged files; bad input; an add that
+// fails half way.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+
+#include "harness.hpp"
+
+using ferry::BinaryIndex;
+using ferry::BinaryIndexMemory;
+using ferry::BinaryIndexOptions;
+using ferry::ElementType;
+using ferry::ErrorCode;
+using ferry::IndexMetric;
+using ferry::IndexThreshold;
+using ferry::KeptVectors;
+using ferry::SearchParams;
+using ferry::SearchResults;
+using ferry_test::BackendUnderTest;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- inputs -------------------------------------------------------------------------------
+
+// Rows of `type` as the index takes them (bytes) and as float32 values (what those bytes are).
+struct Rows {
+  std::vector<std::byte> bytes;
+  std::vector<float> values;
+  std::uint64_t count = 0;
+};
+
+// Random rows: normal values, some exact zeros, and some rows copies of earlier ones (ties).
+Rows make_rows(std::mt19937_64& rng, std::uint64_t count, std::uint32_t dims, ElementType type) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Rows rows;
+  rows.count = count;
+  rows.values.resize(count * dims);
+  for (std::uint64_t r = 0; r < count; ++r) {
+    if (r > 0 && rng() % 8 == 0) {  // a duplicate of an earlier row
+      const std::uint64_t from = rng() % r;
+      std::copy_n(rows.values.begin() + static_cast<std::ptrdiff_t>(from * dims), dims,
+                  rows.values.begin() + static_cast<std::ptrdiff_t>(r * dims));
+      continue;
+    }
+    for (std::uint32_t j = 0; j < dims; ++j) {
+      rows.values[r * dims + j] = rng() % 16 == 0 ? 0.0f : normal(rng) + 0.25f * (j % 3);
+    }
+  }
+  const std::size_t element = ferry::element_size(type);
+  rows.bytes.resize(rows.values.size() * element);
+  for (std::size_t i = 0; i < rows.values.size(); ++i) {
+    if (type == ElementType::float32) {
+      std::memcpy(rows.bytes.data() + i * 4, &rows.values[i], 4);
+      continue;
+    }
+    std::uint16_t raw = 0;
+    if (type == ElementType::float16) {
+      const auto half = static_cast<_Float16>(rows.values[i]);
+      raw = std::bit_cast<std::uint16_t>(half);
+      rows.values[i] = static_cast<float>(half);  // what the bytes hold
+    } else {
+      raw = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(rows.values[i]) >> 16);
+      rows.values[i] = std::bit_cast<float>(std::uint32_t{raw} << 16);
+    }
+    std::memcpy(rows.bytes.data() + i * 2, &raw, 2);
+  }
+  return rows;
+}
+
+// ---- the model ------------------------------------------------------------------------------
+
+// The index as the header defines it, computed on the host from the rows added.
+class Model {
+ public:
+  explicit Model(const BinaryIndexOptions& options) : o_(options) {
+    if (o_.threshold == IndexThreshold::zero) thresholds_.assign(o_.dims, 0.0f);
+    if (o_.threshold == IndexThreshold::given) thresholds_ = o_.thresholds;
+    scale_ = o_.int8_scale;
+  }
+
+  void add(const Rows& rows) {
+    std::vector<float> values = rows.values;
+    for (std::uint64_t r = 0; r < rows.count; ++r) normalize(row(values, r));
+    if (thresholds_.empty()) {  // first_add_mean: the means of the first add, in double
+      for (std::uint32_t j = 0; j < o_.dims; ++j) {
+        double sum = 0.0;
+        for (std::uint64_t r = 0; r < rows.count; ++r) sum += values[r * o_.dims + j];
+        thresholds_.push_back(static_cast<float>(sum / static_cast<double>(rows.count)));
+      }
+    }
+    if (o_.keep == KeptVectors::int8 && scale_ == 0.0f) {
+      double max_abs = 0.0;
+      for (const float x : values) {
+        if (std::isfinite(x)) max_abs = std::max(max_abs, std::fabs(double{x}));
+      }
+      scale_ = max_abs > 0.0 ? static_cast<float>(127.0 / max_abs) : 1.0f;
+    }
+    vectors_.insert(vectors_.end(), values.begin(), values.end());
+    rows_ += rows.count;
+  }
+
+  std::uint64_t rows() const { return rows_; }
+
+  // The expected results of searching `queries`.
+  SearchResults search(const Rows& queries, const SearchParams& params) const {
+    SearchResults out;
+    out.queries = static_cast<std::uint32_t>(queries.count);
+    out.k = params.k;
+    out.ids.assign(queries.count * params.k, ferry::kBinaryIndexNoId);
+    out.scores.assign(out.ids.size(), std::numeric_limits<float>::quiet_NaN());
+    const std::uint32_t candidates = params.rescore ? params.k * params.oversample : params.k;
+    std::vector<float> query_values = queries.values;
+    for (std::uint64_t q = 0; q < queries.count; ++q) {
+      std::span<float> query = row(query_values, q);
+      normalize(query);
+      // Every row's Hamming distance, sorted by (distance, id).
+      std::vector<std::pair<std::uint32_t, std::uint64_t>> all;
+      for (std::uint64_t r = 0; r < rows_; ++r) {
+        std::uint32_t distance = 0;
+        for (std::uint32_t j = 0; j < o_.dims; ++j) {
+          distance += (query[j] > thresholds_[j]) != (vectors_[r * o_.dims + j] > thresholds_[j]);
+        }
+        all.emplace_back(distance, r);
+      }
+      std::sort(all.begin(), all.end());
+      all.resize(std::min<std::size_t>(all.size(), candidates));
+      const std::uint64_t at = q * params.k;
+      if (!params.rescore) {
+        for (std::size_t i = 0; i < all.size(); ++i) {
+          out.ids[at + i] = all[i].second;
+          out.scores[at + i] = static_cast<float>(all[i].first);
+        }
+        continue;
+      }
+      // Rescored: (score, id), better first.
+      std::vector<std::pair<double, std::uint64_t>> scored;
+      for (const auto& [distance, id] : all) scored.emplace_back(score(query, id), id);
+      const bool larger_first = o_.metric != IndexMetric::l2;
+      std::sort(scored.begin(), scored.end(), [&](const auto& a, const auto& b) {
+        if (a.first != b.first) return larger_first ? a.first > b.first : a.first < b.first;
+        return a.second < b.second;
+      });
+      for (std::size_t i = 0; i < std::min<std::size_t>(scored.size(), params.k); ++i) {
+        out.ids[at + i] = scored[i].second;
+        out.scores[at + i] =
+            o_.keep == KeptVectors::int8
+                ? static_cast<float>(scored[i].first / (double{scale_} * double{scale_}))
+                : static_cast<float>(scored[i].first);
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::span<float> row(std::vector<float>& values, std::uint64_t r) const {
+    return std::span(values).subspan(r * o_.dims, o_.dims);
+  }
+
+  void normalize(std::span<float> x) const {
+    if (o_.metric != IndexMetric::cosine) return;
+    double sum = 0.0;
+    for (const float v : x) sum += double{v} * double{v};
+    const double norm = std::sqrt(sum);
+    if (norm == 0.0 || !std::isfinite(norm)) return;
+    for (float& v : x) v = static_cast<float>(double{v} / norm);
+  }
+
+  std::int32_t to_int8(float x) const {
+    const double q = std::round(double{x} * double{scale_});
+    return static_cast<std::int32_t>(std::clamp(q, -127.0, 127.0));
+  }
+
+  // The exact score of `query` against row `id`: a float32 fma chain, or an exact int8 sum.
+  double score(std::span<const float> query, std::uint64_t id) const {
+    const float* x = vectors_.data() + id * o_.dims;
+    const bool l2 = o_.metric == IndexMetric::l2;
+    if (o_.keep == KeptVectors::int8) {
+      std::int64_t s = 0;
+      for (std::uint32_t j = 0; j < o_.dims; ++j) {
+        const std::int32_t a = to_int8(query[j]), b = to_int8(x[j]);
+        s += l2 ? (a - b) * (a - b) : a * b;
+      }
+      return static_cast<double>(s);
+    }
+    float s = 0.0f;
+    for (std::uint32_t j = 0; j < o_.dims; ++j) {
+      if (l2) {
+        const float e = query[j] - x[j];
+        s = std::fma(e, e, s);
+      } else {
+        s = std::fma(query[j], x[j], s);
+      }
+    }
+    return s;
+  }
+
+  BinaryIndexOptions o_;
+  std::vector<float> thresholds_;
+  float scale_ = 0.0f;
+  std::vector<float> vectors_;  // normalized for cosine
+  std::uint64_t rows_ = 0;
+};
+
+// ---- checks ---------------------------------------------------------------------------------
+
+bool same_score(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+}
+
+void check_results(const SearchResults& got, const SearchResults& expected, const char* what) {
+  INFO(what);
+  REQUIRE(got.queries == expected.queries);
+  REQUIRE(got.k == expected.k);
+  REQUIRE(got.ids.size() == expected.ids.size());
+  REQUIRE(got.scores.size() == expected.scores.size());
+  for (std::size_t i = 0; i < expected.ids.size(); ++i) {
+    if (got.ids[i] == expected.ids[i] && same_score(got.scores[i], expected.scores[i])) continue;
+    FAIL_CHECK("query " << i / expected.k << " rank " << i % expected.k << ": got (" << got.ids[i]
+                        << ", " << got.scores[i] << "), expected (" << expected.ids[i] << ", "
+                        << expected.scores[i] << ")");
+    return;
+  }
+}
+
+// A device budget small enough that most codes stream from the host and most kept vectors are
+// read in place, in many small segments and steps.
+BinaryIndexMemory tiny_memory() {
+  BinaryIndexMemory memory;
+  memory.code_budget_bytes = 1 << 10;
+  memory.vector_budget_bytes = 2 << 10;
+  memory.segment_bytes = 2 << 10;
+  memory.staging_slab_bytes = 1 << 10;  // below a segment: host segments stream in chunks
+  memory.staging_slabs = 2;
+  return memory;
+}
+
+BinaryIndexOptions options_for(std::uint32_t dims, IndexMetric metric, IndexThreshold threshold,
+                               KeptVectors keep, ElementType type, std::mt19937_64& rng) {
+  BinaryIndexOptions o;
+  o.dims = dims;
+  o.metric = metric;
+  o.threshold = threshold;
+  o.keep = keep;
+  o.input_type = type;
+  if (threshold == IndexThreshold::given) {
+    std::normal_distribution<float> normal(0.0f, 0.3f);
+    for (std::uint32_t j = 0; j < dims; ++j) o.thresholds.push_back(normal(rng));
+  }
+  return o;
+}
+
+struct Case {
+  std::uint32_t dims;
+  IndexMetric metric;
+  IndexThreshold threshold;
+  KeptVectors keep;
+  ElementType type;
+  std::vector<std::uint64_t> adds;  // rows per add()
+};
+
+std::string describe(const Case& c) {
+  return "dims " + std::to_string(c.dims) + ", metric " + std::string(ferry::to_string(c.metric)) +
+         ", threshold " + std::string(ferry::to_string(c.threshold)) + ", keep " +
+         std::string(ferry::to_string(c.keep)) + ", input " + std::string(ferry::to_string(c.type));
+}
+
+// Builds the index (and a model) from the case's adds; returns the rows of every add.
+void build(BackendUnderTest& t, const Case& c, BinaryIndex& index, Model& model) {
+  for (const std::uint64_t count : c.adds) {
+    const Rows rows = make_rows(t.rng, count, c.dims, c.type);
+    const std::uint64_t first = REQUIRE_VALUE(index.add(rows.bytes, count));
+    CHECK(first == model.rows());
+    model.add(rows);
+  }
+  CHECK(index.size() == model.rows());
+}
+
+void check_searches(BackendUnderTest& t, const Case& c, const BinaryIndex& index,
+                    const Model& model, bool rescore) {
+  const Rows queries = make_rows(t.rng, 7, c.dims, c.type);
+  std::vector<SearchParams> all = {{1, 1, false}, {10, 1, false}, {model.rows() < 1024 ? 1000u : 3u, 1, false}};
+  if (rescore) all.insert(all.end(), {{1, 1, true}, {5, 4, true}, {10, 10, true}});
+  for (const SearchParams& params : all) {
+    INFO("k " << params.k << ", oversample " << params.oversample << ", rescore " << params.rescore);
+    const SearchResults got = REQUIRE_VALUE(index.search(queries.bytes, 7, params));
+    check_results(got, model.search(queries, params), "index against the model");
+  }
+}
+
+bool supports_rescore(const BackendUnderTest& t) {
+  const ferry::Status status = t.device.supports("rescore");
+  if (!status.ok()) MESSAGE("rescoring not checked on this backend: " << status.to_string());
+  return status.ok();
+}
+
+fs::path temp_file(const std::string& name) {
+  return fs::temp_directory_path() /
+         ("ferry_binary_index_" + std::to_string(ferry_test::base_seed()) + "_" + name);
+}
+
+std::vector<char> file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_file(const fs::path& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace
+
+TEST_CASE("BinaryIndex: Hamming search over several adds matches the brute-force truth") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
+    const Case cases[] = {
+        {37, IndexMetric::inner_product, IndexThreshold::zero, KeptVectors::none,
+         ElementType::float32, {1, 130, 4}},
+        {64, IndexMetric::l2, IndexThreshold::first_add_mean, KeptVectors::none,
+         ElementType::float32, {97, 300}},
+        {200, IndexMetric::cosine, IndexThreshold::given, KeptVectors::none,
+         ElementType::float16, {250, 3, 61}},
+        {129, IndexMetric::cosine, IndexThreshold::first_add_mean, KeptVectors::none,
+         ElementType::bfloat16, {333}},
+    };
+    for (const Case& c : cases) {
+      INFO(describe(c));
+      const BinaryIndexOptions o = options_for(c.dims, c.metric, c.threshold, c.keep, c.type, t.rng);
+      BinaryIndex index = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+      Model model(o);
+      build(t, c, index, model);
+      check_searches(t, c, index, model, false);
+    }
+  });
+}
+
+TEST_CASE("BinaryIndex: rescoring with float32 and int8 vectors matches the truth") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
+    if (!supports_rescore(t)) return;
+    const Case cases[] = {
+        {48, IndexMetric::inner_product, IndexThreshold::zero, KeptVectors::float32,
+         ElementType::float32, {150, 77}},
+        {100, IndexMetric::l2, IndexThreshold::first_add_mean, KeptVectors::float32,
+         ElementType::float16, {211}},
+        {65, IndexMetric::cosine, IndexThreshold::zero, KeptVectors::float32,
+         ElementType::bfloat16, {40, 150}},
+        {96, IndexMetric::inner_product, IndexThreshold::given, KeptVectors::int8,
+         ElementType::float32, {120, 90}},
+        {70, IndexMetric::l2, IndexThreshold::zero, KeptVectors::int8, ElementType::float16, {230}},
+        {33, IndexMetric::cosine, IndexThreshold::first_add_mean, KeptVectors::int8,
+         ElementType::float32, {64, 64, 1}},
+    };
+    for (const Case& c : cases) {
+      INFO(describe(c));
+      const BinaryIndexOptions o = options_for(c.dims, c.metric, c.threshold, c.keep, c.type, t.rng);
+      BinaryIndex index = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+      Model model(o);
+      build(t, c, index, model);
+      check_searches(t, c, index, model, true);
+    }
+  });
+}
+
+TEST_CASE("BinaryIndex: a tiny device budget streams from the host with identical results") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
+    const bool rescore = t.device.supports("rescore").ok();
+    for (const KeptVectors keep : {KeptVectors::float32, KeptVectors::int8}) {
+      const Case c{72, IndexMetric::inner_product, IndexThreshold::first_add_mean, keep,
+                   ElementType::float32, {45, 260, 9}};
+      INFO(describe(c));
+      BinaryIndexOptions o = options_for(c.dims, c.metric, c.threshold, c.keep, c.type, t.rng);
+      BinaryIndex resident = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+      o.memory = tiny_memory();
+      BinaryIndex streamed = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+      Model model(o);
+      for (const std::uint64_t count : c.adds) {
+        const Rows rows = make_rows(t.rng, count, c.dims, c.type);
+        REQUIRE_OK(resident.add(rows.bytes, count));
+        REQUIRE_OK(streamed.add(rows.bytes, count));
+        model.add(rows);
+      }
+      const ferry::BinaryIndexStats stats = streamed.stats();
+      CHECK(stats.rows == 314);
+      CHECK(stats.device_code_rows > 0);
+      CHECK(stats.device_code_rows < stats.rows);  // the rest is streamed
+      CHECK(stats.device_vector_rows > 0);
+      CHECK(stats.device_vector_rows < stats.rows);  // the rest read in place
+      CHECK(stats.code_segments >= 3);
+      CHECK(resident.stats().device_code_rows == 314);
+      const Rows queries = make_rows(t.rng, 11, c.dims, c.type);
+      std::vector<SearchParams> all = {{1, 1, false}, {17, 1, false}, {400, 1, false}};
+      if (rescore) all.insert(all.end(), {{3, 7, true}, {10, 4, true}, {100, 10, true}});
+      for (const SearchParams& params : all) {
+        INFO("k " << params.k << ", oversample " << params.oversample << ", rescore " << params.rescore);
+        const SearchResults expected = model.search(queries, params);
+        check_results(REQUIRE_VALUE(resident.search(queries.bytes, 11, params)), expected, "resident");
+        check_results(REQUIRE_VALUE(streamed.search(queries.bytes, 11, params)), expected, "streamed");
+      }
+    }
+  });
+}
+
+TEST_CASE("BinaryIndex: save and load give the same index, in any placement") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
+    const bool rescore = t.device.supports("rescore").ok();
+    const Case c{150, IndexMetric::cosine, IndexThreshold::first_add_mean, KeptVectors::int8,
+                 ElementType::float16, {70, 131}};
+    const BinaryIndexOptions o = options_for(c.dims, c.metric, c.threshold, c.keep, c.type, t.rng);
+    BinaryIndex index = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+    Model model(o);
+    build(t, c, index, model);
+    const fs::path path = temp_file(std::string(ferry::to_string(t.backend)) + "_round_trip.bix");
+    REQUIRE_OK(index.save(path));
+    BinaryIndex loaded = REQUIRE_VALUE(BinaryIndex::load(t.device, path, tiny_memory()));
+    CHECK(loaded.size() == index.size());
+    CHECK(loaded.options().dims == o.dims);
+    CHECK(loaded.options().metric == o.metric);
+    CHECK(loaded.options().input_type == o.input_type);
+    CHECK(loaded.thresholds() == index.thresholds());
+    CHECK(loaded.int8_scale() == index.int8_scale());
+    CHECK(loaded.stats().device_code_rows < loaded.size());
+    const Rows queries = make_rows(t.rng, 6, c.dims, c.type);
+    for (const SearchParams& params : {SearchParams{10, 1, false}, SearchParams{4, 5, true}}) {
+      if (params.rescore && !rescore) continue;
+      const SearchResults expected = model.search(queries, params);
+      check_results(REQUIRE_VALUE(index.search(queries.bytes, 6, params)), expected, "saved");
+      check_results(REQUIRE_VALUE(loaded.search(queries.bytes, 6, params)), expected, "loaded");
+    }
+    // The loaded index saves to the same bytes, and keeps growing like the original.
+    const fs::path again = temp_file(std::string(ferry::to_string(t.backend)) + "_again.bix");
+    REQUIRE_OK(loaded.save(again));
+    CHECK(file_bytes(again) == file_bytes(path));
+    const Rows more = make_rows(t.rng, 33, c.dims, c.type);
+    CHECK(REQUIRE_VALUE(loaded.add(more.bytes, 33)) == model.rows());
+    model.add(more);
+    check_results(REQUIRE_VALUE(loaded.search(queries.bytes, 6, {12, 1, false})),
+                  model.search(queries, {12, 1, false}), "loaded, then added to");
+    // An empty index round-trips too (its mean thresholds still unknown).
+    BinaryIndex empty = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+    REQUIRE_OK(empty.save(again));
+    BinaryIndex empty_loaded = REQUIRE_VALUE(BinaryIndex::load(t.device, again));
+    CHECK(empty_loaded.size() == 0);
+    CHECK(empty_loaded.thresholds().empty());
+    fs::remove(path);
+    fs::remove(again);
+  });
+}
+
+TEST_CASE("BinaryIndex: truncated, corrupted and foreign files are refused, naming the problem") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
+    const BinaryIndexOptions o = options_for(40, IndexMetric::l2, IndexThreshold::given,
+                                             KeptVectors::float32, ElementType::float32, t.rng);
+    BinaryIndex index = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+    const Rows rows = make_rows(t.rng, 50, 40, ElementType::float32);
+    REQUIRE_OK(index.add(rows.bytes, 50));
+    const fs::path good = temp_file(std::string(ferry::to_string(t.backend)) + "_good.bix");
+    const fs::path bad = temp_file(std::string(ferry::to_string(t.backend)) + "_bad.bix");
+    REQUIRE_OK(index.save(good));
+    const std::vector<char> bytes = file_bytes(good);
+    REQUIRE(bytes.size() == 64 + 40 * 4 + 50 * (8 + 160));
+
+    auto refused = [&](const std::vector<char>& content, const char* expected, const char* what) {
+      INFO(what);
+      write_file(bad, content);
+      const auto loaded = BinaryIndex::load(t.device, bad);
+      REQUIRE(!loaded.ok());
+      const std::string message = loaded.status().message();
+      CHECK_MESSAGE(message.find(bad.string()) != std::string::npos, message);
+      CHECK_MESSAGE(message.find(expected) != std::string::npos, message);
+    };
+    for (const std::size_t size : {std::size_t{0}, std::size_t{5}, std::size_t{40}, std::size_t{64},
+                                   std::size_t{64 + 17}, bytes.size() / 2, bytes.size() - 1}) {
+      INFO("truncated to " << size);
+      refused(std::vector<char>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(size)),
+              size < 8 ? "too short" : "truncated", "truncated");
+    }
+    std::vector<char> longer = bytes;
+    longer.push_back('x');
+    refused(longer, "unexpected bytes", "a byte appended");
+    for (const std::size_t at : {std::size_t{64}, std::size_t{64 + 160 + 3}, bytes.size() - 1}) {
+      std::vector<char> flipped = bytes;
+      flipped[at] = static_cast<char>(flipped[at] ^ 0x10);
+      refused(flipped, "corrupted payload", "a payload bit flipped");
+    }
+    std::vector<char> header = bytes;
+    header[30] = static_cast<char>(header[30] ^ 1);  // inside the row count
+    refused(header, "corrupted header", "a header bit flipped");
+    std::vector<char> version = bytes;
+    version[8] = 2;
+    refused(version, "format version 2", "another version");
+    std::vector<char> magic = bytes;
+    magic[0] = 'G';
+    refused(magic, "not a BinaryIndex file", "another format");
+    const auto missing = BinaryIndex::load(t.device, temp_file("does_not_exist.bix"));
+    CHECK(!missing.ok());
+    CHECK(missing.status().message().find("does_not_exist.bix") != std::string::npos);
+    // The good file still loads.
+    CHECK_OK(BinaryIndex::load(t.device, good));
+    fs::remove(good);
+    fs::remove(bad);
+  });
+}
+
+TEST_CASE("BinaryIndex: bad input is a clear error and changes nothing") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
+    auto create_error = [&](BinaryIndexOptions o, const char* expected) {
+      INFO(expected);
+      const auto made = BinaryIndex::create(t.device, o);
+      REQUIRE(!made.ok());
+      CHECK(made.status().code() == ErrorCode::invalid_argument);
+      CHECK_MESSAGE(made.status().message().find(expected) != std::string::npos,
+                    made.status().message());
+    };
+    BinaryIndexOptions o;
+    o.dims = 0;
+    create_error(o, "dims 0");
+    o.dims = 4097;
+    create_error(o, "dims 4097");
+    o.dims = 16;
+    o.threshold = IndexThreshold::given;
+    o.thresholds.assign(15, 0.0f);
+    create_error(o, "15 thresholds");
+    o.thresholds.assign(16, 0.0f);
+    o.thresholds[3] = std::numeric_limits<float>::quiet_NaN();
+    create_error(o, "thresholds[3]");
+    o.threshold = IndexThreshold::zero;
+    create_error(o, "only 'given' takes them");
+    o.thresholds.clear();
+    o.int8_scale = 2.0f;
+    create_error(o, "int8_scale");
+    o.keep = KeptVectors::int8;
+    o.int8_scale = -1.0f;
+    create_error(o, "int8_scale");
+    o.int8_scale = 0.0f;
+    o.memory.staging_slabs = 1;
+    create_error(o, "staging_slabs");
+    o.memory = {};
+    o.memory.staging_slab_bytes = 32;
+    create_error(o, "staging_slab_bytes");
+    o.memory = {};
+
+    BinaryIndex index = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+    const Rows rows = make_rows(t.rng, 20, 16, ElementType::float32);
+    const std::span<const float> values(rows.values);
+    CHECK_ERROR(index.search(values, 20, {}), ErrorCode::failed_precondition);  // empty
+    CHECK_ERROR(index.add(values, 0), ErrorCode::invalid_argument);
+    CHECK_ERROR(index.add(values, 21), ErrorCode::invalid_argument);  // dims mismatch
+    CHECK_ERROR(index.add(values.first(16 * 19 + 3), 19), ErrorCode::invalid_argument);
+    CHECK(index.size() == 0);
+    REQUIRE_OK(index.add(values, 20));
+    auto search_error = [&](std::uint32_t count, SearchParams params, ErrorCode code,
+                            const char* expected) {
+      INFO(expected);
+      const auto found = index.search(values.first(std::min<std::size_t>(values.size(), count * 16ull)),
+                                      count, params);
+      REQUIRE(!found.ok());
+      CHECK(found.status().code() == code);
+      CHECK_MESSAGE(found.status().message().find(expected) != std::string::npos,
+                    found.status().message());
+    };
+    search_error(0, {}, ErrorCode::invalid_argument, "queries_count");
+    search_error(2, {0, 1, false}, ErrorCode::invalid_argument, "k 0");
+    search_error(2, {1025, 1, false}, ErrorCode::invalid_argument, "k 1025");
+    search_error(2, {10, 0, true}, ErrorCode::invalid_argument, "oversample");
+    search_error(2, {100, 11, true}, ErrorCode::invalid_argument, "k * oversample");
+    search_error(30, {10, 1, false}, ErrorCode::invalid_argument, "queries hold");
+    CHECK_OK(index.search(values.first(32), 2, {10, 1, false}));
+
+    BinaryIndexOptions plain;
+    plain.dims = 16;
+    plain.input_type = ElementType::float16;
+    BinaryIndex half = REQUIRE_VALUE(BinaryIndex::create(t.device, plain));
+    CHECK_ERROR(half.add(values, 20), ErrorCode::invalid_argument);  // float rows, float16 index
+    const std::vector<std::byte> half_rows(20 * 16 * 2, std::byte{0x3c});
+    REQUIRE_OK(half.add(half_rows, 20));
+    const auto no_vectors = half.search(std::span(half_rows).first(64), 2, {5, 2, true});
+    REQUIRE(!no_vectors.ok());
+    CHECK(no_vectors.status().code() == ErrorCode::failed_precondition);
+    CHECK(no_vectors.status().message().find("keeps no vectors") != std::string::npos);
+
+    BinaryIndex moved = std::move(index);
+    CHECK_ERROR(index.add(values, 20), ErrorCode::released);  // NOLINT: testing the moved-from
+    CHECK(moved.size() == 20);
+  });
+}
+
+TEST_CASE("BinaryIndex: an add that fails half way leaves the index as it was") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
+    BinaryIndexOptions o = options_for(56, IndexMetric::inner_product, IndexThreshold::first_add_mean,
+                                       KeptVectors::float32, ElementType::float32, t.rng);
+    o.memory = tiny_memory();
+    BinaryIndex index = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+    Model model(o);
+    const Rows queries = make_rows(t.rng, 5, o.dims, o.input_type);
+    for (const ferry::FaultSite site :
+         {ferry::FaultSite::submit, ferry::FaultSite::allocation, ferry::FaultSite::wait}) {
+      for (const std::uint64_t call : {1, 3, 8}) {
+        INFO("failing " << ferry::to_string(site) << " call " << call << " after " << model.rows() << " rows");
+        const Rows rows = make_rows(t.rng, 90, o.dims, o.input_type);
+        const ferry::BinaryIndexStats before = index.stats();
+        const std::vector<float> thresholds = index.thresholds();
+        ferry::Status status;
+        {
+          const ferry_test::ScopedFaultPlan faults(ferry::FaultPlan{}.fail(site, call));
+          status = index.add(rows.bytes, 90).status();
+        }
+        if (status.ok()) {  // the add needed fewer calls than that: it counts
+          model.add(rows);
+        } else {
+          CHECK_MESSAGE(status.message().find("nothing added") != std::string::npos, status.to_string());
+          CHECK(index.stats().rows == before.rows);
+          CHECK(index.stats().code_segments == before.code_segments);
+          CHECK(index.stats().device_bytes == before.device_bytes);
+          CHECK(index.thresholds() == thresholds);
+        }
+        // Rows added after a failure get the ids they would have had.
+        const Rows next = make_rows(t.rng, 40, o.dims, o.input_type);
+        CHECK(REQUIRE_VALUE(index.add(next.bytes, 40)) == model.rows());
+        model.add(next);
+        check_results(REQUIRE_VALUE(index.search(queries.bytes, 5, {20, 1, false})),
+                      model.search(queries, {20, 1, false}), "after the fault");
+      }
+    }
+  });
+}
