@@ -181,8 +181,24 @@ ferry::Result<cv::Mat> load_image(const fs::path& path) {
   return image;
 }
 
+// Where a width x height image lands under h: the corners' smallest and largest x and y.
+struct Bounds {
+  double min_x, min_y, max_x, max_y;
+};
+
+Bounds warped_bounds(const Homography& h, int width, int height) {
+  Bounds b{1e300, 1e300, -1e300, -1e300};
+  for (const Point corner : {Point{0, 0}, Point{double(width), 0}, Point{0, double(height)},
+                             Point{double(width), double(height)}}) {
+    const Point p = feature_match::apply(h, corner);
+    b = {std::min(b.min_x, p.x), std::min(b.min_y, p.y), std::max(b.max_x, p.x),
+         std::max(b.max_y, p.y)};
+  }
+  return b;
+}
+
 // The test transform: rotation by 30 degrees and scale 0.75 about the image centre, a
-// perspective tilt, then a shift that keeps the whole warped image in view.
+// perspective tilt, then a shift that brings the warped image's corners to x, y >= 0.
 Homography test_homography(int width, int height) {
   const double cx = width / 2.0;
   const double cy = height / 2.0;
@@ -194,29 +210,19 @@ Homography test_homography(int width, int height) {
   const Homography rotate_scale = {c, -s, 0, s, c, 0, 0, 0, 1};
   // The right side a little nearer than the left, the bottom a little farther than the top.
   const Homography tilt = {1, 0, 0, 0, 1, 0, 0.4 / width, -0.25 / height, 1};
-  Homography h = feature_match::multiply(tilt, feature_match::multiply(rotate_scale, to_centre));
-  double min_x = 1e300, min_y = 1e300;
-  for (const Point corner : {Point{0, 0}, Point{double(width), 0}, Point{0, double(height)},
-                             Point{double(width), double(height)}}) {
-    const Point p = feature_match::apply(h, corner);
-    min_x = std::min(min_x, p.x);
-    min_y = std::min(min_y, p.y);
-  }
-  return feature_match::multiply({1, 0, -min_x, 0, 1, -min_y, 0, 0, 1}, h);
+  const Homography h =
+      feature_match::multiply(tilt, feature_match::multiply(rotate_scale, to_centre));
+  const Bounds b = warped_bounds(h, width, height);
+  return feature_match::multiply({1, 0, -b.min_x, 0, 1, -b.min_y, 0, 0, 1}, h);
 }
 
-// The warped copy: large enough to hold the whole warped image.
+// The warped copy, large enough to hold the whole warped image.
 cv::Mat warp(const cv::Mat& image, const Homography& h) {
-  double max_x = 0, max_y = 0;
-  for (const Point corner : {Point{0, 0}, Point{double(image.cols), 0}, Point{0, double(image.rows)},
-                             Point{double(image.cols), double(image.rows)}}) {
-    const Point p = feature_match::apply(h, corner);
-    max_x = std::max(max_x, p.x);
-    max_y = std::max(max_y, p.y);
-  }
+  const Bounds b = warped_bounds(h, image.cols, image.rows);
   cv::Mat warped;
-  cv::warpPerspective(image, warped, cv::Mat(3, 3, CV_64F, const_cast<double*>(h.data())).clone(),
-                      cv::Size(static_cast<int>(std::ceil(max_x)), static_cast<int>(std::ceil(max_y))),
+  cv::warpPerspective(image, warped, cv::Matx33d(h.data()),
+                      cv::Size(static_cast<int>(std::ceil(b.max_x)),
+                               static_cast<int>(std::ceil(b.max_y))),
                       cv::INTER_LINEAR, cv::BORDER_CONSTANT, cv::Scalar(0, 0, 0));
   return warped;
 }
