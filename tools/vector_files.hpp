@@ -1,0 +1,96 @@
+// Vector files: matrices of vectors (rows x dims) in the ann-benchmarks / TEXMEX formats and in
+// NumPy's .npy, read and written by the ferry program and the samples (not part of libferry).
+//
+// .fvecs / .bvecs / .ivecs: one record per row, a little-endian int32 dimension d >= 1, then d
+// elements: float32, uint8 or int32 (little-endian). Every row has the same d; the row count is
+// what the file size gives.
+// .npy: NumPy's format, versions 1.0, 2.0 and 3.0 read, 1.0 written (as numpy.save writes it): a
+// 2-D C-order array of float32 '<f4', float16 '<f2', uint8 '|u1', int32 '<i4' or uint32 '<u4'.
+//
+// Errors are invalid_argument for a file whose content is wrong (truncated, with the row and
+// byte; a row whose dimension differs from the first; a dimension <= 0; an npy dtype, order,
+// shape, magic or header that is not one of the above; an extension not listed), with the path
+// first in the message; failed_precondition for a file that cannot be opened, read or written,
+// with the system's reason; out_of_memory when the data does not fit in memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "ferry/status.hpp"
+
+namespace ferry::vector_files {
+
+enum class VectorFormat : std::uint8_t { fvecs, bvecs, ivecs, npy };
+// What one element of a row is; float16 is IEEE binary16, kept as its 16 bits.
+enum class VectorElement : std::uint8_t { float32, float16, uint8, int32, uint32 };
+
+std::string_view to_string(VectorFormat format) noexcept;
+std::string_view to_string(VectorElement element) noexcept;
+std::uint32_t element_bytes(VectorElement element) noexcept;  // 4, 2, 1, 4, 4
+
+// The format a file name's extension names (.fvecs, .bvecs, .ivecs, .npy, in any case), or
+// invalid_argument naming the path.
+Result<VectorFormat> format_of(const std::filesystem::path& path);
+
+// Rows x dims elements of one type, row-major, rows tightly packed (row r starts at byte
+// r * row_bytes()), in memory the caller keeps alive: what write_vectors() writes.
+struct VectorView {
+  VectorElement element = VectorElement::float32;
+  std::uint64_t rows = 0;
+  std::uint64_t dims = 0;
+  std::span<const std::byte> bytes;  // rows * dims * element_bytes(element) bytes
+};
+
+// A matrix read from a file: the same layout as VectorView, holding its memory. The data of an
+// .npy file is the file itself, mapped read-only (no copy; the file must not be truncated while
+// the matrix is alive); the rows of .fvecs/.bvecs/.ivecs files are read into one allocation of
+// rows * dims elements (the dimensions between them dropped), streamed through a small buffer.
+// Copies share the same read-only memory.
+class VectorMatrix {
+ public:
+  VectorMatrix() = default;
+
+  VectorFormat format() const noexcept { return format_; }
+  VectorElement element() const noexcept { return element_; }
+  std::uint64_t rows() const noexcept { return rows_; }
+  std::uint64_t dims() const noexcept { return dims_; }
+  std::uint64_t row_bytes() const noexcept { return dims_ * element_bytes(element_); }
+  // rows * row_bytes bytes; aligned to the element size.
+  std::span<const std::byte> bytes() const noexcept { return bytes_; }
+  std::span<const std::byte> row(std::uint64_t index) const noexcept {
+    return bytes_.subspan(index * row_bytes(), row_bytes());
+  }
+  VectorView view() const noexcept { return {element_, rows_, dims_, bytes_}; }
+
+ private:
+  friend Result<VectorMatrix> read_vectors(const std::filesystem::path& path, VectorFormat format);
+
+  VectorFormat format_ = VectorFormat::fvecs;
+  VectorElement element_ = VectorElement::float32;
+  std::uint64_t rows_ = 0;
+  std::uint64_t dims_ = 0;
+  std::span<const std::byte> bytes_;
+  std::shared_ptr<const void> storage_;  // the mapping or the allocation bytes_ points into
+};
+
+// Reads the file in the format its extension names, or in `format`. An .npy file may have
+// 0 rows; a .fvecs/.bvecs/.ivecs file holds at least one (an empty file has no dimension).
+Result<VectorMatrix> read_vectors(const std::filesystem::path& path);
+Result<VectorMatrix> read_vectors(const std::filesystem::path& path, VectorFormat format);
+
+// Writes `vectors` in the format the extension names, or in `format`, replacing the file. The
+// element must be what the format holds: float32 for .fvecs, uint8 for .bvecs, int32 for .ivecs
+// (uint32 data, such as hamming_topk's indices, is written as int32 by viewing it as int32:
+// kHammingNoIndex becomes -1), any of the five for .npy. dims >= 1 (and below 2^31 for the
+// .*vecs formats, whose dimension is an int32); rows >= 1 for the .*vecs formats. A write that
+// fails part-way removes the partial file.
+Status write_vectors(const std::filesystem::path& path, const VectorView& vectors);
+Status write_vectors(const std::filesystem::path& path, VectorFormat format,
+                     const VectorView& vectors);
+
+}  // namespace ferry::vector_files
