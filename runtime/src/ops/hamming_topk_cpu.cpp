@@ -405,25 +405,31 @@ Kernels kernels_of(HammingCpuPath path) {
 
 // ---- The search ----
 
-// A running k nearest: a max-heap of keys (distance << 32 | row), so the top is the entry a
-// nearer row replaces. A task visits rows in ascending order, so a row at the top's distance has
-// a larger index and never enters a full heap: only distance < limit() does.
+// A query's running k nearest: keys (distance << 32 | row, so that key order is the result's
+// order) in a buffer of 2k, cut back to its k smallest (nth_element) when it is full. A task
+// visits rows in ascending order, so once k keys are known, a row at the k-th key's distance or
+// farther has a larger key than k others and is out: only distance < limit enters. Each entry
+// costs O(1) amortized, whatever k (a heap would cost O(log k) per entry).
 struct Nearest {
-  std::uint64_t* keys;
+  std::uint64_t* keys;   // 2k
   std::uint32_t size;
+  std::uint16_t limit;   // kAnyDistance until the first cut
 
-  std::uint16_t limit(std::uint32_t k) const {
-    return size < k ? kAnyDistance : static_cast<std::uint16_t>(keys[0] >> 32);
-  }
   void add(std::uint64_t key, std::uint32_t k) {
-    if (size < k) {
-      keys[size++] = key;
-      std::push_heap(keys, keys + size);
-    } else {
-      std::pop_heap(keys, keys + size);
-      keys[size - 1] = key;
-      std::push_heap(keys, keys + size);
+    keys[size++] = key;
+    if (size < 2 * k) return;
+    std::nth_element(keys, keys + (k - 1), keys + size);
+    size = k;
+    limit = static_cast<std::uint16_t>(keys[k - 1] >> 32);
+  }
+  // The k smallest, sorted; returns their number.
+  std::uint32_t finish(std::uint32_t k) {
+    if (size > k) {
+      std::nth_element(keys, keys + (k - 1), keys + size);
+      size = k;
     }
+    std::sort(keys, keys + size);
+    return size;
   }
 };
 
@@ -440,16 +446,23 @@ struct Search {
   std::uint32_t groups = 0;
   std::uint32_t parts = 1;          // row ranges
   std::uint32_t part_rows = 0;      // per range (a multiple of block_rows)
-  std::vector<std::uint64_t> keys;     // [parts x queries x k]
+  std::vector<std::uint64_t> keys;     // [parts x queries x 2k]
   std::vector<std::uint32_t> sizes;    // [parts x queries]
+  std::vector<std::uint16_t> limits;   // [parts x queries]
   std::vector<std::uint16_t> scratch;  // per task: [kBlockQueries x kMaxBlockRows] distances
   std::vector<std::uint64_t> blocks;   // per task: [block_rows x words], the blocked layout
 
   std::uint64_t* keys_of(std::uint32_t part, std::uint32_t query) {
-    return keys.data() + (std::size_t{part} * args.queries + query) * args.k;
+    return keys.data() + (std::size_t{part} * args.queries + query) * 2 * args.k;
   }
-  std::uint32_t& size_of(std::uint32_t part, std::uint32_t query) {
-    return sizes[std::size_t{part} * args.queries + query];
+  Nearest nearest(std::uint32_t part, std::uint32_t query) {
+    const std::size_t at = std::size_t{part} * args.queries + query;
+    return {keys_of(part, query), sizes[at], limits[at]};
+  }
+  void keep(std::uint32_t part, std::uint32_t query, const Nearest& nearest) {
+    const std::size_t at = std::size_t{part} * args.queries + query;
+    sizes[at] = nearest.size;
+    limits[at] = nearest.limit;
   }
 };
 
@@ -480,7 +493,7 @@ void run_task(Search& s, std::size_t task) noexcept {
   std::uint16_t* distance = s.scratch.data() + task * kBlockQueries * kMaxBlockRows;
   std::uint64_t* blocked = s.blocks.data() + task * s.block_rows * s.words;
   alignas(64) std::uint64_t codes[kBlockQueries * kMaxWords];
-  for (std::uint32_t q = q_first; q < q_last; ++q) s.size_of(part, q) = 0;
+  for (std::uint32_t q = q_first; q < q_last; ++q) s.keep(part, q, {nullptr, 0, kAnyDistance});
   for (std::uint32_t r0 = r_first; r0 < r_last; r0 += s.block_rows) {
     const std::uint32_t rows = std::min(s.block_rows, r_last - r0);
     block_rows(s.kernels, s.database + r0 * code_bytes, rows, s.words, blocked);
@@ -491,20 +504,20 @@ void run_task(Search& s, std::size_t task) noexcept {
       s.kernels.distances(codes, count, blocked, groups, s.words, distance);
       for (std::uint32_t q = 0; q < count; ++q) {
         const std::uint16_t* d = distance + q * kMaxBlockRows;
-        Nearest nearest{s.keys_of(part, q0 + q), s.size_of(part, q0 + q)};
-        std::uint16_t limit = nearest.limit(k);
-        for (std::uint32_t i = 0; (i = s.kernels.first_below(d, i, rows, limit)) < rows; ++i) {
+        Nearest nearest = s.nearest(part, q0 + q);
+        for (std::uint32_t i = 0; (i = s.kernels.first_below(d, i, rows, nearest.limit)) < rows;
+             ++i) {
           nearest.add(std::uint64_t{d[i]} << 32 | (r0 + i), k);
-          limit = nearest.limit(k);
         }
-        s.size_of(part, q0 + q) = nearest.size;
+        s.keep(part, q0 + q, nearest);
       }
     }
   }
   for (std::uint32_t q = q_first; q < q_last; ++q) {
-    std::uint64_t* keys = s.keys_of(part, q);
-    std::sort(keys, keys + s.size_of(part, q));
-    if (s.parts == 1) write_outputs(s, q, keys, s.size_of(part, q));
+    Nearest nearest = s.nearest(part, q);
+    nearest.finish(k);
+    s.keep(part, q, nearest);
+    if (s.parts == 1) write_outputs(s, q, nearest.keys, nearest.size);
   }
 }
 
@@ -584,8 +597,9 @@ void run_hamming_topk_cpu(const HammingTopkArgs& args,
   s.parts = static_cast<std::uint32_t>((std::uint64_t{args.rows} + s.part_rows - 1) / s.part_rows);
   const std::size_t tasks = std::size_t{s.groups} * s.parts;
   // Everything allocated before any task runs: a task cannot fail.
-  s.keys.resize(std::size_t{s.parts} * args.queries * args.k);
+  s.keys.resize(std::size_t{s.parts} * args.queries * 2 * args.k);
   s.sizes.resize(std::size_t{s.parts} * args.queries);
+  s.limits.resize(s.sizes.size());
   s.scratch.resize(tasks * kBlockQueries * kMaxBlockRows);
   s.blocks.resize(tasks * s.block_rows * s.words);
   detail::parallel_for(tasks, threads, [&s](std::size_t task) { run_task(s, task); });
@@ -596,7 +610,7 @@ void run_hamming_topk_cpu(const HammingTopkArgs& args,
   for (std::uint32_t q = 0; q < args.queries; ++q) {
     merged.clear();
     for (std::uint32_t p = 0; p < s.parts; ++p)
-      merged.insert(merged.end(), s.keys_of(p, q), s.keys_of(p, q) + s.size_of(p, q));
+      merged.insert(merged.end(), s.keys_of(p, q), s.keys_of(p, q) + s.nearest(p, q).size);
     const std::size_t keep = std::min<std::size_t>(args.k, merged.size());
     std::partial_sort(merged.begin(), merged.begin() + static_cast<std::ptrdiff_t>(keep),
                       merged.end());
