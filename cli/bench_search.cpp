@@ -6,13 +6,17 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "baselines/cuda_popcount.hpp"
 #include "baselines/faiss_search.hpp"
+#include "baselines/python_search.hpp"
 #include "bench_common.hpp"
 
 namespace ferry::cli {
@@ -184,10 +188,26 @@ Result<Codes> make_codes(Bench& bench, std::uint32_t bits, std::uint64_t rows,
 
 struct SearchResult {
   Timing ferry;
-  std::uint64_t checked = 0;  // queries checked
+  std::vector<std::uint32_t> sample;  // the queries checked
+  std::vector<Entries> truth;         // their brute-force top-k
   FaissSearchBaseline faiss;
-  bool faiss_measured = false;
 };
+
+// A baseline's distances of the sampled queries (k each) against the truth's. Only distances:
+// a baseline may order rows at equal distances otherwise.
+Status check_distances(std::string_view who, std::span<const std::int32_t> distances,
+                       const SearchResult& result, std::uint32_t k) {
+  for (std::size_t i = 0; i < result.sample.size(); ++i) {
+    for (std::size_t j = 0; j < std::min<std::size_t>(k, result.truth[i].size()); ++j) {
+      if (distances[i * k + j] == static_cast<std::int32_t>(result.truth[i][j].first)) continue;
+      return Status(ErrorCode::internal, std::string(who) +
+                                             " disagrees with the brute-force search: query " +
+                                             std::to_string(result.sample[i]) + " rank " +
+                                             std::to_string(j));
+    }
+  }
+  return ok_status();
+}
 
 // A repetition's settings: one more run when the first one was long, else the usual.
 RepeatSettings settings_after(double first_seconds, std::chrono::milliseconds min_time) {
@@ -244,35 +264,22 @@ Result<SearchResult> measure_search(Bench& bench, const Codes& codes, std::uint3
                            device.create_staging_pool({.kind = MemoryKind::host_readback}));
     std::vector<std::byte> results(2 * out_bytes);
     FERRY_RETURN_IF_ERROR(download(device.queue(QueueKind::download), readback, outputs, 0, results));
-    const std::vector<std::uint32_t> sample =
-        sample_queries(codes.queries, bench.number("--check-queries"));
-    const std::vector<Entries> truth = truth_of(codes, sample, k);
-    FERRY_RETURN_IF_ERROR(check_search(k, sample, truth,
+    result.sample = sample_queries(codes.queries, bench.number("--check-queries"));
+    result.truth = truth_of(codes, result.sample, k);
+    FERRY_RETURN_IF_ERROR(check_search(k, result.sample, result.truth,
                                        std::span(results).first(out_bytes),
                                        std::span(results).subspan(out_bytes)));
-    result.checked = sample.size();
-    const auto min_time = std::chrono::milliseconds(bench.number("--min-time-ms"));
-    FERRY_ASSIGN_OR_RETURN(result.ferry, repeat(settings_after(first, min_time),
-                                                [&](std::uint64_t) { return search(); }));
-    if (with_faiss) {
-      FERRY_RETURN_IF_ERROR(bench.progress("FAISS IndexBinaryFlat"));
-      RepeatSettings settings = settings_after(first, min_time);
-      settings.warmup = settings.min_reps > 1 ? 1 : 0;
-      result.faiss = measure_faiss_search(codes.host_database, codes.host_queries, codes.bits, k,
-                                          bench.reference.info().cpu_threads, sample, settings);
-      if (result.faiss.available) {
-        for (std::size_t i = 0; i < sample.size(); ++i) {
-          for (std::uint32_t j = 0; j < std::min<std::size_t>(k, truth[i].size()); ++j) {
-            if (result.faiss.sample_distances[i * k + j] ==
-                static_cast<std::int32_t>(truth[i][j].first))
-              continue;
-            return Status(ErrorCode::internal,
-                          "FAISS disagrees with the brute-force search: query " +
-                              std::to_string(sample[i]) + " rank " + std::to_string(j));
-          }
-        }
-      }
-    }
+  }
+  const auto min_time = std::chrono::milliseconds(bench.number("--min-time-ms"));
+  FERRY_ASSIGN_OR_RETURN(result.ferry, repeat(settings_after(first, min_time),
+                                              [&](std::uint64_t) { return search(); }));
+  if (with_faiss) {
+    FERRY_RETURN_IF_ERROR(bench.progress("FAISS IndexBinaryFlat"));
+    result.faiss = measure_faiss_search(codes.host_database, codes.host_queries, codes.bits, k,
+                                        bench.reference.info().cpu_threads, result.sample,
+                                        settings_after(first, min_time));
+    if (result.faiss.available)
+      FERRY_RETURN_IF_ERROR(check_distances("FAISS", result.faiss.sample_distances, result, k));
   }
   return result;
 }
@@ -308,11 +315,29 @@ struct SearchConfig {
   std::uint32_t k;
 };
 
+// A baseline's cells: its ms and ferry's speedup over it (its time over ferry's), "-" when it did
+// not run; why not, or what ran, as a note.
+struct BaselineCells {
+  Value ms = kNaN, ratio = kNaN;
+
+  void set(double seconds, double ferry_seconds) {
+    ms = seconds * 1e3;
+    ratio = seconds / ferry_seconds;
+  }
+  bool measured() const { return std::holds_alternative<double>(ratio) && ratio == ratio; }
+};
+
 class SearchTables {
  public:
-  explicit SearchTables(Bench& bench) : bench_(bench) {}
+  explicit SearchTables(Bench& bench) : bench_(bench) {
+    faiss_wheel_missing_ = python_missing("faiss, numpy");
+    if (bench_.device.backend() == Backend::cuda) torch_missing_ = python_missing("torch, numpy");
+  }
+  ~SearchTables() { remove_codes_file(); }
+  SearchTables(const SearchTables&) = delete;
+  SearchTables& operator=(const SearchTables&) = delete;
 
-  // One table of `configs`, printed once measured; with FAISS where `with_faiss`.
+  // One table of `configs`, printed once measured; with the FAISS baselines where `with_faiss`.
   Status table(const std::string& title, const std::string& key,
                const std::vector<SearchConfig>& configs, bool with_faiss) {
     const bool cuda = bench_.device.backend() == Backend::cuda;
@@ -323,90 +348,117 @@ class SearchTables {
                      {"ferry ms", "ferry_ms", Unit::ms},
                      {"Gcomp/s", "comparisons_per_second_g", Unit::number},
                      {"FAISS ms", "faiss_ms", Unit::ms, !with_faiss},
-                     {"ferry/FAISS", "ferry_speedup_over_faiss", Unit::ratio, !with_faiss},
+                     {"ferry/FAISS", "ferry_over_faiss", Unit::ratio, !with_faiss},
+                     {"wheel ms", "faiss_wheel_ms", Unit::ms, !with_faiss},
+                     {"ferry/wheel", "ferry_over_faiss_wheel", Unit::ratio, !with_faiss},
+                     {"torch ms", "torch_ms", Unit::ms, !cuda},
+                     {"ferry/torch", "ferry_over_torch", Unit::ratio, !cuda},
                      {"popcount ms", "cuda_popcount_ms", Unit::ms, !cuda},
-                     {"popcount/ferry", "ferry_over_cuda_popcount", Unit::ratio, !cuda},
+                     {"ferry/popcount", "ferry_over_cuda_popcount", Unit::ratio, !cuda},
                      {"checked", "checked_queries", Unit::count},
                      {"ferry reps", "ferry_reps", Unit::count, true}};
     table.notes.push_back("ms: per batch of " + std::to_string(bench_.number("--queries")) +
-                          " queries (one hamming_topk command, submitted and waited for); "
-                          "Gcomp/s: query-row distances per second (1e9).");
-    if (with_faiss)
-      table.notes.push_back("ferry/FAISS: FAISS's time over ferry's (above 1: ferry is faster).");
-    if (cuda)
-      table.notes.push_back("popcount: every distance, no top-k (cli/baselines/cuda_popcount.cu); "
-                            "popcount/ferry: its time over ferry's.");
+                          " queries (ferry: one hamming_topk command, submitted and waited for); "
+                          "Gcomp/s: query-row distances per second (1e9); ferry/X: X's time over "
+                          "ferry's (above 1: ferry is faster).");
     bench_.skipped = {"Skipped searches", "skipped", {},
                       {{"bits", "bits", Unit::count}, {"rows", "rows", Unit::count},
                        {"k", "k", Unit::count}, {"reason", "reason"}}};
-    std::map<std::uint32_t, std::string> faiss_notes;
+    std::map<std::string, std::string> notes;  // one per baseline
     for (const SearchConfig& config : configs) {
+      const std::uint64_t queries = bench_.number("--queries");
       const std::uint64_t code_bytes = config.bits / 8;
       const std::uint64_t db_bytes = config.rows * code_bytes;
-      const std::uint64_t query_bytes = bench_.number("--queries") * code_bytes;
-      const std::uint64_t out_bytes = bench_.number("--queries") * config.k * 8;
-      // Host: the codes, the read-back, the truth's distances, FAISS's copy of the codes.
-      const std::uint64_t host = 2 * db_bytes + query_bytes + out_bytes + config.rows * 2;
-      if (!bench_.fits({std::uint64_t{config.bits}, config.rows, std::uint64_t{config.k}},
-                       db_bytes + query_bytes + out_bytes + (64 << 20), host))
+      const std::uint64_t out_bytes = queries * config.k * 8;
+      const std::uint64_t device = db_bytes + queries * code_bytes + out_bytes + (64 << 20);
+      // Host: the codes, the read-back, the truth's distances, a baseline's copy of the codes.
+      const std::uint64_t host = 2 * db_bytes + out_bytes + config.rows * 2;
+      if (!bench_.fits({std::uint64_t{config.bits}, config.rows, std::uint64_t{config.k}}, device,
+                       host))
         continue;
       const std::string what = std::to_string(config.rows) + " x " + std::to_string(config.bits) +
                                "-bit, k = " + std::to_string(config.k);
       FERRY_RETURN_IF_ERROR(bench_.progress("codes " + what));
+      auto skip = [&](const Status& why) {
+        bench_.skipped.add_row(
+            {std::uint64_t{config.bits}, config.rows, std::uint64_t{config.k}, why.message()});
+      };
       if (Status data = ensure_codes(config); !data.ok()) {
         if (data.code() != ErrorCode::resource_exhausted) return data.with_context(what);
-        bench_.skipped.add_row({std::uint64_t{config.bits}, config.rows, std::uint64_t{config.k},
-                                data.message()});
+        skip(data);
         continue;
       }
       FERRY_RETURN_IF_ERROR(bench_.progress("searching " + what));
       Result<SearchResult> result = measure_search(bench_, *codes_, config.k, with_faiss);
       if (!result.ok() && result.status().code() != ErrorCode::internal &&
           result.status().code() != ErrorCode::failed_precondition) {
-        // What the device cannot do (a limit, the scratch memory) is a row of the skipped.
-        bench_.skipped.add_row({std::uint64_t{config.bits}, config.rows, std::uint64_t{config.k},
-                                result.status().message()});
+        skip(result.status());  // what the device cannot do: a limit, its scratch memory
         continue;
       }
       if (!result.ok()) return result.status().with_context(what);
-      Value popcount_ms = kNaN, popcount_ratio = kNaN;
-      if (cuda) {
-        FERRY_ASSIGN_OR_RETURN(const CudaPopcountBaseline popcount, popcount_of());
-        if (popcount.available) {
-          popcount_ms = popcount.timing.median_seconds * 1e3;
-          popcount_ratio = popcount.timing.median_seconds / result->ferry.median_seconds;
+      const double ferry_s = result->ferry.median_seconds;
+      const unsigned threads = bench_.reference.info().cpu_threads;
+
+      BaselineCells faiss, wheel, torch, popcount;
+      if (with_faiss && result->faiss.available) {
+        faiss.set(result->faiss.timing.median_seconds, ferry_s);
+        notes["faiss"] = "FAISS: " + result->faiss.version + ", IndexBinaryFlat on " +
+                         std::to_string(threads) + " OpenMP threads (as many as ferry's CPU "
+                         "backend); its distances checked on the sampled queries.";
+      } else if (with_faiss) {
+        notes["faiss"] = "FAISS: none: " + result->faiss.reason + ".";
+      }
+      if (with_faiss) {
+        FERRY_ASSIGN_OR_RETURN(const PythonSearchBaseline python,
+                               run_python("faiss", *result, config.k, faiss_wheel_missing_));
+        if (python.available) {
+          wheel.set(python.median_seconds, ferry_s);
+          notes["wheel"] = "wheel: " + python.version + ", IndexBinaryFlat on " +
+                           std::to_string(threads) + " threads (OMP_WAIT_POLICY=passive unless "
+                           "set), through cli/baselines/search_python.py; its distances checked "
+                           "too.";
         } else {
-          table.notes.push_back(what + ": no popcount baseline: " + popcount.reason);
+          notes["wheel"] = "wheel: none (the faiss-cpu wheel): " + python.reason + ".";
         }
       }
-      const double ferry_s = result->ferry.median_seconds;
-      Value faiss_ms = kNaN, faiss_ratio = kNaN;
-      if (with_faiss && result->faiss.available) {
-        faiss_ms = result->faiss.timing.median_seconds * 1e3;
-        faiss_ratio = result->faiss.timing.median_seconds / ferry_s;
-        faiss_notes[0] = result->faiss.version + " IndexBinaryFlat on " +
-                         std::to_string(bench_.reference.info().cpu_threads) +
-                         " OpenMP threads (ferry's CPU backend has as many); its distances "
-                         "checked on the same sampled queries (FAISS may order ties otherwise)";
-      } else if (with_faiss) {
-        faiss_notes[1] = "no FAISS: " + result->faiss.reason;
+      if (cuda && config.bits <= 1024) {
+        FERRY_ASSIGN_OR_RETURN(const PythonSearchBaseline python,
+                               run_python("torch", *result, config.k, torch_missing_));
+        if (python.available) {
+          torch.set(python.median_seconds, ferry_s);
+          notes["torch"] = "torch: " + python.version + " (cli/baselines/search_python.py); "
+                           "its distances checked too.";
+        } else {
+          notes["torch"] = "torch: none: " + python.reason + ".";
+        }
+      }
+      if (cuda) {
+        FERRY_ASSIGN_OR_RETURN(const CudaPopcountBaseline baseline, popcount_of());
+        if (baseline.available) {
+          popcount.set(baseline.timing.median_seconds, ferry_s);
+          notes["popcount"] = "popcount: a plain CUDA kernel computing every distance without "
+                              "top-k (cli/baselines/cuda_popcount.cu), its per-row sums checked.";
+        } else {
+          notes["popcount"] = "popcount: none: " + baseline.reason + ".";
+        }
       }
       const double comparisons = static_cast<double>(config.rows) * codes_->queries;
       table.add_row({std::uint64_t{config.bits}, config.rows, std::uint64_t{config.k},
-                     ferry_s * 1e3, comparisons / ferry_s / 1e9, faiss_ms, faiss_ratio,
-                     popcount_ms, popcount_ratio, result->checked, result->ferry.reps});
+                     ferry_s * 1e3, comparisons / ferry_s / 1e9, faiss.ms, faiss.ratio, wheel.ms,
+                     wheel.ratio, torch.ms, torch.ratio, popcount.ms, popcount.ratio,
+                     std::uint64_t{result->sample.size()}, result->ferry.reps});
       std::string summary = "ferry " + format_value(ferry_s * 1e3, Unit::ms) + " ms";
-      if (std::holds_alternative<double>(faiss_ratio) && faiss_ratio == faiss_ratio)
-        summary += ", ferry/FAISS " + ratio_text(std::get<double>(faiss_ratio));
-      if (std::holds_alternative<double>(popcount_ratio) && popcount_ratio == popcount_ratio)
-        summary += ", popcount/ferry " + ratio_text(std::get<double>(popcount_ratio));
+      for (const auto& [name, cells] : {std::pair{"FAISS", &faiss}, {"wheel", &wheel},
+                                        {"torch", &torch}, {"popcount", &popcount}}) {
+        if (cells->measured())
+          summary += std::string(", ferry/") + name + " " + ratio_text(std::get<double>(cells->ratio));
+      }
       bench_.report.summary.emplace_back("search " + what, summary);
     }
-    for (const auto& [_, note] : faiss_notes) table.notes.push_back(note);
-    table.notes.push_back("Checked: the top-k of that many queries (spread over the batch) equal "
-                          "a brute-force search's, distances and indices.");
-    const bool nothing = table.rows.empty();
-    if (nothing) bench_.report.sections.pop_back();
+    for (const auto& [_, note] : notes) table.notes.push_back(note);
+    table.notes.push_back("checked: the top-k of that many queries (spread over the batch) equal "
+                          "a brute-force search's on the host, distances and indices.");
+    if (table.rows.empty()) bench_.report.sections.pop_back();
     if (!bench_.skipped.rows.empty()) bench_.report.sections.push_back(std::move(bench_.skipped));
     bench_.skipped = {};
     bench_.publish();
@@ -418,12 +470,52 @@ class SearchTables {
     if (codes_ && codes_->bits == config.bits && codes_->rows == config.rows) return ok_status();
     codes_.reset();  // the memory of the last codes first
     popcount_.reset();
+    remove_codes_file();
     FERRY_ASSIGN_OR_RETURN(Codes codes,
                            make_codes(bench_, config.bits, config.rows,
                                       static_cast<std::uint32_t>(bench_.number("--queries")),
                                       0x5eed + config.bits * 31 + config.rows));
     codes_ = std::move(codes);
     return ok_status();
+  }
+
+  // The Python baseline `name` on the current codes (written to a file the first time), its
+  // distances checked; `missing` says why it cannot run.
+  Result<PythonSearchBaseline> run_python(std::string_view name, const SearchResult& result,
+                                          std::uint32_t k, const std::string& missing) {
+    if (!missing.empty()) return PythonSearchBaseline{.reason = missing};
+    FERRY_RETURN_IF_ERROR(bench_.progress(std::string(name) + " through Python"));
+    if (codes_file_.empty()) {
+      std::error_code error;
+      const std::filesystem::path path = std::filesystem::temp_directory_path(error) /
+                                         ("ferry-bench-search-" + std::to_string(getpid()));
+      std::FILE* file = error ? nullptr : std::fopen(path.c_str(), "wb");
+      bool written = file != nullptr;
+      for (const std::vector<std::byte>* part : {&codes_->host_database, &codes_->host_queries}) {
+        written = written && std::fwrite(part->data(), 1, part->size(), file) == part->size();
+      }
+      if (file != nullptr) written = std::fclose(file) == 0 && written;
+      if (!written) {
+        std::filesystem::remove(path, error);
+        return PythonSearchBaseline{.reason = "cannot write the codes to " + path.string()};
+      }
+      codes_file_ = path;
+    }
+    PythonSearchBaseline python = measure_python_search(
+        name, codes_file_, codes_->bits, codes_->rows, codes_->queries, k,
+        bench_.reference.info().cpu_threads, bench_.device_index(),
+        bench_.number("--min-time-ms"), result.sample);
+    FERRY_RETURN_IF_ERROR(check_interrupt());  // Ctrl-C reached the child too
+    if (python.available)
+      FERRY_RETURN_IF_ERROR(check_distances(name, python.sample_distances, result, k));
+    return python;
+  }
+
+  void remove_codes_file() {
+    if (codes_file_.empty()) return;
+    std::error_code ignored;
+    std::filesystem::remove(codes_file_, ignored);
+    codes_file_.clear();
   }
 
   // The popcount kernel over the current codes, measured once per codes.
@@ -439,6 +531,9 @@ class SearchTables {
   Bench& bench_;
   std::optional<Codes> codes_;
   std::optional<CudaPopcountBaseline> popcount_;
+  std::filesystem::path codes_file_;
+  std::string faiss_wheel_missing_;          // why the faiss-cpu wheel cannot run; empty: it can
+  std::string torch_missing_ = "not a CUDA device";
 };
 
 // ---- binary_quantize against a device-to-device copy ----
@@ -556,17 +651,6 @@ Status measure(Bench& bench) {
   };
   const std::vector<std::uint64_t> ks = options.sizes("--k");
   const std::vector<std::uint64_t> bits = options.sizes("--bits");
-  for (std::uint64_t b : bits) {
-    if (b % 64 != 0 || b > kHammingMaxCodeBits)
-      return Status(ErrorCode::invalid_argument,
-                    "--bits " + std::to_string(b) + ": code lengths are multiples of 64 up to " +
-                        std::to_string(kHammingMaxCodeBits));
-  }
-  for (std::uint64_t k : ks) {
-    if (k > kHammingMaxK)
-      return Status(ErrorCode::invalid_argument, "--k " + std::to_string(k) + ": at most " +
-                                                     std::to_string(kHammingMaxK));
-  }
   const std::uint64_t rows = bench.number("--rows");
   const auto queries = bench.number("--queries");
   bench.report.add_method(
@@ -620,6 +704,19 @@ Status measure(Bench& bench) {
 }
 
 int run(const Options& options, const std::string& command_line) {
+  for (std::uint64_t b : options.sizes("--bits")) {
+    if (b % 64 != 0 || b > kHammingMaxCodeBits) {
+      return usage_error("bench search: --bits " + std::to_string(b) +
+                         ": code lengths are multiples of 64 up to " +
+                         std::to_string(kHammingMaxCodeBits));
+    }
+  }
+  for (std::uint64_t k : options.sizes("--k")) {
+    if (k > kHammingMaxK) {
+      return usage_error("bench search: --k " + std::to_string(k) + ": at most " +
+                         std::to_string(kHammingMaxK));
+    }
+  }
   return run_bench(options, command_line, "ferry bench search",
                    {QueueKind::compute, QueueKind::upload}, true, measure);
 }
