@@ -32,6 +32,7 @@ void add_device(Report& report, DeviceInfo info, bool available) {
       {"driver", "driver", info.driver.empty() ? "-" : info.driver},
       {"kind", "kind", std::string(info.is_cpu ? "CPU implementation" : "GPU")},
       {"", "is_cpu", info.is_cpu, Unit::flag, true},
+      {"", "cpu_threads", std::uint64_t{info.cpu_threads}, Unit::count, true},
       {"device memory", "device_memory_bytes", info.device_memory_bytes, Unit::bytes},
       {"host-visible", "host_visible_memory_bytes", info.host_visible_memory_bytes, Unit::bytes}};
   if (!open_error.empty())

@@ -20,7 +20,7 @@ namespace ferry::cli {
 namespace {
 
 const Command* const kCommands[] = {&kInfoCommand, &kBenchTransfer, &kBenchIngress, &kBenchEgress,
-                                    &kBenchOp};
+                                    &kBenchOp,      &kBenchSearch};
 
 std::string usage(const Command& command) {
   std::string line = "ferry " + std::string(command.name);
@@ -40,6 +40,8 @@ std::string program_help() {
          "  FERRY_FAULTS=...     fail calls on purpose to test error paths, e.g. submit=3 or\n"
          "                       alloc=p0.01,seed=7 (sites alloc, submit, wait, thread)\n"
          "  FERRY_VERBOSE=1      error messages also give the source location inside ferry\n"
+         "  FERRY_CPU_ISA=...    the CPU backend's search at most this instruction set: portable,\n"
+         "                       avx2 or avx512 (by default the best the CPU has)\n"
          "\nBenches print each table as soon as it is measured; Ctrl-C stops one at the next\n"
          "step and keeps what was measured (JSON marked \"interrupted\").\n"
          "\nExit status: 0 success, 1 error (library error or wrong data), 2 bad usage,\n"
@@ -105,7 +107,7 @@ int run(const std::vector<std::string_view>& args) {
   }
   const bool bench = args[0] == "bench";
   if (bench && args.size() == 1)
-    return usage_error("'bench' needs a benchmark name: transfer, ingress, egress or op");
+    return usage_error("'bench' needs a benchmark name: transfer, ingress, egress, op or search");
   if (bench && (args[1] == "--help" || args[1] == "-h")) {
     for (const Command* command : kCommands) {
       if (command->bench) std::cout << command_help(*command) << "\n";

@@ -137,6 +137,7 @@ struct Command {
   int (*run)(const Options& options, const std::string& command_line) = nullptr;  // as typed
 };
 
-extern const Command kInfoCommand, kBenchTransfer, kBenchIngress, kBenchEgress, kBenchOp;
+extern const Command kInfoCommand, kBenchTransfer, kBenchIngress, kBenchEgress, kBenchOp,
+    kBenchSearch;
 
 }  // namespace ferry::cli

@@ -21,7 +21,8 @@ function(ferry_list_ops out_var)
   set(${out_var} ${names} PARENT_SCOPE)
 endfunction()
 
-# Adds op <op>'s files to the ferry target: its core part (runtime/src/ops/<op>.cpp), its Vulkan
+# Adds op <op>'s files to the ferry target: its core part (runtime/src/ops/<op>.cpp, and
+# <op>_cpu.cpp when its CPU reference has a file of its own), its Vulkan
 # pure planning (vulkan/ops/<op>_plan.cpp, built whatever FERRY_VULKAN says, for its unit tests),
 # and, when those backends are built, its Vulkan pipeline (vulkan/ops/<op>.cpp) with its shader
 # (shaders/<op>.comp, compiled and embedded) and its CUDA kernel (cuda_backend/ops/<op>.cu,
@@ -29,6 +30,9 @@ endfunction()
 function(ferry_add_op op)
   set(root ${PROJECT_SOURCE_DIR})
   target_sources(ferry PRIVATE ${root}/runtime/src/ops/${op}.cpp)
+  if(EXISTS ${root}/runtime/src/ops/${op}_cpu.cpp)
+    target_sources(ferry PRIVATE ${root}/runtime/src/ops/${op}_cpu.cpp)
+  endif()
   if(EXISTS ${root}/runtime/src/vulkan/ops/${op}_plan.cpp)
     target_sources(ferry PRIVATE ${root}/runtime/src/vulkan/ops/${op}_plan.cpp)
   endif()

@@ -6,12 +6,12 @@
 #   soak       the soak (test_soak.cpp) on cpu, vulkan and cuda for FERRY_SOAK_SECONDS (default
 #              20) each, without the validation layer (it leaks), resident memory checked flat
 #   sanitize   the conformance suite on CUDA under compute-sanitizer memcheck, racecheck, synccheck
-#   bench      ferry bench transfer, ingress, egress and op (every op) on cuda and on vulkan
+#   bench      ferry bench transfer, ingress, egress, op (every op) and search on cuda and vulkan
 #              (tables and JSON; extra arguments from FERRY_BENCH_ARGS for transfer, e.g.
 #              --quick, from FERRY_INGRESS_ARGS for ingress, e.g. --quick or --shapes
 #              64x224x224x3, from FERRY_EGRESS_ARGS for egress, e.g. --settings copy, and from
 #              FERRY_OP_ARGS for the ops)
-#   bench-transfer, bench-ingress, bench-egress, bench-op   one of them only
+#   bench-transfer, bench-ingress, bench-egress, bench-op, bench-search   one of them only
 # Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt (with the benchmarks' "ratio"
 # lines), benchmark output beside them (few files: the device tool returns at most 8):
 # bench-<backend>.txt holds the transfer, ingress, egress and op tables, bench-<backend>.json the
@@ -74,7 +74,7 @@ for s in $steps; do
           "$bin/ferry_conformance" --test-case-exclude='soak*'
       done
       ;;
-    bench|bench-transfer|bench-ingress|bench-egress|bench-op)
+    bench|bench-transfer|bench-ingress|bench-egress|bench-op|bench-search)
       for b in cuda vulkan; do
         if [ "$s" = bench ] || [ "$s" = bench-transfer ]; then
           step "bench-$b" "$bin/ferry" bench transfer --backend "$b" \
@@ -104,6 +104,14 @@ for s in $steps; do
             grep -E '^  ratio  ' "$out/logs/bench-op-$op-$b.log" |
               sed "s/^  ratio/  $b ratio/" >>"$out/summary.txt"
           done
+        fi
+        # the search with its baselines and every sweep: text appended, ratio lines likewise
+        if [ "$s" = bench ] || [ "$s" = bench-search ]; then
+          step "bench-search-$b" "$bin/ferry" bench search --backend "$b" --sweeps all \
+            ${FERRY_SEARCH_ARGS:-}
+          { echo; cat "$out/logs/bench-search-$b.log"; } >>"$out/bench-$b.txt"
+          grep -E '^  ratio  ' "$out/logs/bench-search-$b.log" |
+            sed "s/^  ratio/  $b ratio/" >>"$out/summary.txt"
         fi
       done
       ;;

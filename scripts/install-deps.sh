@@ -13,6 +13,7 @@ packages=(
   mesa-vulkan-drivers                           # lavapipe: Vulkan on the CPU where there is no GPU
   vulkan-tools                                  # vulkaninfo, for diagnosing driver set-up
   libstb-dev                                    # stb: PNG/JPEG for samples/image_ingest only
+  libfaiss-dev                                  # FAISS: bench search's CPU baseline (1 MB, BLAS)
 )
 
 missing=()

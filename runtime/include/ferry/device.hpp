@@ -46,6 +46,7 @@ struct DeviceInfo {
   std::string name;
   std::string driver;           // driver / API version, as the backend reports it
   bool is_cpu = false;          // a software implementation (CPU reference, lavapipe)
+  std::uint32_t cpu_threads = 0;  // the CPU backend: the threads an op runs on; 0 elsewhere
   std::uint64_t device_memory_bytes = 0;
   std::uint64_t host_visible_memory_bytes = 0;
   std::vector<QueueFamilyInfo> queue_families;  // empty where the backend has no such notion

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "core/host_workers.hpp"
+#include "ops/hamming_topk.hpp"
 
 namespace ferry::cpu {
 namespace {
@@ -193,8 +195,10 @@ DeviceInfo cpu_device_info() {
   info.backend = Backend::cpu;
   info.index = 0;
   info.name = "CPU reference";
-  info.driver = "ferry cpu backend";
   info.is_cpu = true;
+  info.cpu_threads = detail::host_worker_count() + 1;  // the helpers and the queue's own thread
+  info.driver = "ferry cpu backend (" + std::to_string(info.cpu_threads) + " threads, " +
+                ops::to_string(ops::hamming_cpu_default_path()) + " search path)";
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page_size > 0) {

@@ -27,8 +27,38 @@ struct HammingTopkArgs {
   std::uint64_t scratch_budget = 0;
 };
 
-// The CPU reference: `bindings` are the bindings' bytes.
+// The CPU reference: `bindings` are the bindings' bytes. It runs run_hamming_topk_cpu with
+// hamming_cpu_default_path() on the host worker threads (one thread for small searches).
 void run_on_cpu(const HammingTopkArgs& args, std::span<const std::span<std::byte>> bindings);
+
+// ---- The CPU backend's search (hamming_topk_cpu.cpp) ----
+//
+// Threads take tasks (a range of queries over a range of rows, ranges of rows only when there
+// are too few queries for the threads); a task walks its rows in cache-sized blocks, and for
+// each block computes the distances of 8 queries at a time into a small array, then scans it for
+// the rows nearer than each query's k-th so far (running max-heaps of (distance, index)). The
+// distance and scan loops exist per instruction set, chosen at run time (__builtin_cpu_supports
+// and [[gnu::target]] functions: no ifunc, whose resolvers run before the sanitizers' runtimes
+// are ready); every path gives identical results.
+enum class HammingCpuPath : std::uint8_t {
+  portable,  // plain C++ (the popcnt instruction where the CPU has it)
+  avx2,      // AVX2: popcounts of 4 words at once by nibble lookup (vpshufb, vpsadbw)
+  avx512,    // AVX-512 F/BW/DQ/VL + VPOPCNTDQ: 8 words' popcounts in one instruction
+};
+inline constexpr HammingCpuPath kHammingCpuPaths[] = {HammingCpuPath::portable,
+                                                      HammingCpuPath::avx2,
+                                                      HammingCpuPath::avx512};
+const char* to_string(HammingCpuPath path);
+bool hamming_cpu_path_supported(HammingCpuPath path);
+// The fastest path this CPU supports, at most the one the environment variable FERRY_CPU_ISA
+// names (portable, avx2 or avx512; anything else is ignored).
+HammingCpuPath hamming_cpu_default_path();
+
+// The search on `path` (which must be supported), planned for `threads` threads (the results
+// do not depend on either; tests run every supported path and several thread counts).
+void run_hamming_topk_cpu(const HammingTopkArgs& args,
+                          std::span<const std::span<std::byte>> bindings, HammingCpuPath path,
+                          unsigned threads);
 
 // ---- The GPU algorithm (docs/OPS.md, "hamming_topk", has it in full) ----
 //

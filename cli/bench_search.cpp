@@ -1,0 +1,746 @@
+// `ferry bench search`: ferry::hamming_topk over random binary codes resident on the device, every
+// result checked, with the baselines of the same run: FAISS IndexBinaryFlat on the CPU (same
+// threads as ferry's CPU backend) where FAISS was found at build time, and on CUDA devices a plain
+// popcount kernel that computes every distance and selects nothing. Sweeps of k, code lengths,
+// binary_quantize throughput and database scale.
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "baselines/cuda_popcount.hpp"
+#include "baselines/faiss_search.hpp"
+#include "baselines/python_search.hpp"
+#include "bench_common.hpp"
+
+namespace ferry::cli {
+
+namespace {
+
+constexpr OptionSpec kOptions[] = {
+    {.name = "--rows", .kind = OptionKind::count, .metavar = "N",
+     .help = "database rows (codes) of the search tables and the k and bits sweeps",
+     .fallback = "1000000", .quick = "20000", .min = 1, .max = kHammingMaxDatabaseRows - 1},
+    {.name = "--queries", .kind = OptionKind::count, .metavar = "N",
+     .help = "queries per batch (one hamming_topk command)", .fallback = "1000", .quick = "100",
+     .min = 1, .max = 1'000'000},
+    {.name = "--k", .kind = OptionKind::sizes, .metavar = "LIST",
+     .help = "k values of the search table", .fallback = "10"},
+    {.name = "--bits", .kind = OptionKind::sizes, .metavar = "LIST",
+     .help = "code lengths of the search table (multiples of 64, 64 to 4096)", .fallback = "256"},
+    {.name = "--sweeps", .kind = OptionKind::choices, .metavar = "LIST",
+     .help = "more tables: k (1, 10, 100, 1000 at 256 bits), bits (64, 256, 1024 at k = 10), "
+             "quantize (binary_quantize of --rows x BITS float32 against a device-to-device "
+             "copy), scale (--scale-rows x 256-bit, k = 10), or all",
+     .fallback = "", .quick = "all", .choices = "k,bits,quantize,scale,all"},
+    {.name = "--scale-rows", .kind = OptionKind::sizes, .metavar = "LIST",
+     .help = "database rows of the scale sweep (rows that do not fit in memory are skipped)",
+     .fallback = "10000000,100000000", .quick = "50000"},
+    {.name = "--check-queries", .kind = OptionKind::count, .metavar = "N",
+     .help = "queries per search whose top-k is checked against a brute-force search (spread "
+             "over the batch; --queries checks every one)",
+     .fallback = "32", .quick = "8", .min = 1, .max = 1'000'000},
+    {.name = "--min-time-ms", .kind = OptionKind::count, .metavar = "N",
+     .help = "time measured per search and baseline, after a warm-up", .fallback = "500",
+     .quick = "20", .max = 3'600'000},
+};
+
+constexpr std::uint32_t kSweepK[] = {1, 10, 100, 1000};
+constexpr std::uint32_t kSweepBits[] = {64, 256, 1024};
+constexpr std::uint32_t kScaleBits = 256, kDefaultK = 10;
+
+// ---- Brute force on the host: the truth every search is checked against ----
+
+// popcount(a ^ b) over `words` 64-bit words; the popcnt instruction where the CPU has it.
+[[gnu::always_inline]] inline std::uint32_t code_distance_body(const std::byte* a,
+                                                               const std::byte* b,
+                                                               std::uint32_t words) {
+  std::uint32_t d = 0;
+  for (std::uint32_t w = 0; w < words; ++w) {
+    std::uint64_t x = 0, y = 0;
+    std::memcpy(&x, a + 8 * w, 8);
+    std::memcpy(&y, b + 8 * w, 8);
+    d += static_cast<std::uint32_t>(__builtin_popcountll(x ^ y));
+  }
+  return d;
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("popcnt")]] std::uint32_t code_distance_popcnt(const std::byte* a,
+                                                             const std::byte* b,
+                                                             std::uint32_t words) {
+  return code_distance_body(a, b, words);
+}
+#endif
+std::uint32_t code_distance(const std::byte* a, const std::byte* b, std::uint32_t words) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool popcnt = __builtin_cpu_supports("popcnt");
+  if (popcnt) return code_distance_popcnt(a, b, words);
+#endif
+  return code_distance_body(a, b, words);
+}
+
+struct Codes {  // a database and its queries, on the host and resident on the device
+  std::uint32_t bits = 0;
+  std::uint64_t rows = 0;
+  std::uint32_t queries = 0;
+  std::vector<std::byte> host_database, host_queries;
+  Buffer database, query_codes;
+
+  std::uint64_t code_bytes() const { return bits / 8; }
+};
+
+// The top-k of each sampled query as (distance, index) pairs: every distance, a histogram, the
+// threshold distance, then the rows below it and the first rows at it (ascending index).
+using Entries = std::vector<std::pair<std::uint32_t, std::uint32_t>>;
+Entries brute_force_top_k(const Codes& codes, std::uint32_t query, std::uint32_t k) {
+  const std::uint32_t words = codes.bits / 64;
+  const std::byte* q = codes.host_queries.data() + query * codes.code_bytes();
+  std::vector<std::uint16_t> distance(codes.rows);
+  std::vector<std::uint64_t> histogram(codes.bits + 1, 0);
+  for (std::uint64_t r = 0; r < codes.rows; ++r) {
+    distance[r] = static_cast<std::uint16_t>(
+        code_distance(q, codes.host_database.data() + r * codes.code_bytes(), words));
+    ++histogram[distance[r]];
+  }
+  const std::uint64_t keep = std::min<std::uint64_t>(k, codes.rows);
+  std::uint32_t threshold = 0;
+  std::uint64_t below = 0;  // rows nearer than the threshold
+  while (below + histogram[threshold] < keep) below += histogram[threshold++];
+  std::uint64_t at_threshold = keep - below;
+  Entries top;
+  for (std::uint64_t r = 0; r < codes.rows; ++r) {
+    if (distance[r] < threshold || (distance[r] == threshold && at_threshold-- > 0))
+      top.emplace_back(distance[r], static_cast<std::uint32_t>(r));
+  }
+  std::sort(top.begin(), top.end());
+  return top;
+}
+
+// `count` queries spread over the batch, the first and the last included.
+std::vector<std::uint32_t> sample_queries(std::uint32_t queries, std::uint64_t count) {
+  const std::uint32_t n = static_cast<std::uint32_t>(std::min<std::uint64_t>(count, queries));
+  std::vector<std::uint32_t> sample;
+  for (std::uint32_t i = 0; i < n; ++i)
+    sample.push_back(n == 1 ? 0 : static_cast<std::uint32_t>(std::uint64_t{i} * (queries - 1) / (n - 1)));
+  return sample;
+}
+
+// The brute-force top-k of every sampled query, on the host's threads.
+std::vector<Entries> truth_of(const Codes& codes, const std::vector<std::uint32_t>& sample,
+                              std::uint32_t k) {
+  std::vector<Entries> truth(sample.size());
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> helpers;
+  auto work = [&](unsigned first) {
+    for (std::size_t i = first; i < sample.size(); i += threads)
+      truth[i] = brute_force_top_k(codes, sample[i], k);
+  };
+  for (unsigned t = 1; t < threads; ++t) {
+    try {
+      helpers.emplace_back(work, t);
+    } catch (const std::system_error&) {  // no thread: this one does that share too
+      work(t);
+    }
+  }
+  work(0);
+  for (std::thread& helper : helpers) helper.join();
+  return truth;
+}
+
+// ---- The data ----
+
+Result<Codes> make_codes(Bench& bench, std::uint32_t bits, std::uint64_t rows,
+                         std::uint32_t queries, std::uint64_t seed) {
+  Codes codes;
+  codes.bits = bits;
+  codes.rows = rows;
+  codes.queries = queries;
+  codes.host_database.resize(rows * codes.code_bytes());
+  codes.host_queries.resize(std::uint64_t{queries} * codes.code_bytes());
+  fill_random(codes.host_database, seed);
+  fill_random(codes.host_queries, seed ^ 0x9E3779B97F4A7C15ull);
+  // A few queries equal to database rows (distance 0 present).
+  for (std::uint32_t q = 0; q < queries; q += 7) {
+    const std::uint64_t row = mix64(seed + q) % rows;
+    std::memcpy(codes.host_queries.data() + q * codes.code_bytes(),
+                codes.host_database.data() + row * codes.code_bytes(), codes.code_bytes());
+  }
+  const Device& device = bench.device;
+  FERRY_ASSIGN_OR_RETURN(codes.database, device.create_buffer(codes.host_database.size()));
+  FERRY_ASSIGN_OR_RETURN(codes.query_codes, device.create_buffer(codes.host_queries.size()));
+  FERRY_ASSIGN_OR_RETURN(StagingPool pool, device.create_staging_pool({}));
+  const Queue upload_queue = device.queue(QueueKind::upload);
+  for (const auto& [host, buffer] : {std::pair{&codes.host_database, &codes.database},
+                                     std::pair{&codes.host_queries, &codes.query_codes}}) {
+    FERRY_ASSIGN_OR_RETURN(TimelinePoint done, upload(upload_queue, pool, *host, *buffer, 0));
+    FERRY_RETURN_IF_ERROR(done.wait(kWaitTimeout));
+  }
+  return codes;
+}
+
+// ---- One search configuration: ferry, checked, and the baselines ----
+
+struct SearchResult {
+  Timing ferry;
+  std::vector<std::uint32_t> sample;  // the queries checked
+  std::vector<Entries> truth;         // their brute-force top-k
+  FaissSearchBaseline faiss;
+};
+
+// A baseline's distances of the sampled queries (k each) against the truth's. Only distances:
+// a baseline may order rows at equal distances otherwise.
+Status check_distances(std::string_view who, std::span<const std::int32_t> distances,
+                       const SearchResult& result, std::uint32_t k) {
+  for (std::size_t i = 0; i < result.sample.size(); ++i) {
+    for (std::size_t j = 0; j < std::min<std::size_t>(k, result.truth[i].size()); ++j) {
+      if (distances[i * k + j] == static_cast<std::int32_t>(result.truth[i][j].first)) continue;
+      return Status(ErrorCode::internal, std::string(who) +
+                                             " disagrees with the brute-force search: query " +
+                                             std::to_string(result.sample[i]) + " rank " +
+                                             std::to_string(j));
+    }
+  }
+  return ok_status();
+}
+
+// A repetition's settings: one more run when the first one was long, else the usual.
+RepeatSettings settings_after(double first_seconds, std::chrono::milliseconds min_time) {
+  if (first_seconds > 2.0) return exactly(0, 1);
+  return {.warmup = 0, .min_reps = 3, .max_reps = 100'000, .min_time = min_time};
+}
+
+Status check_search(std::uint32_t k, const std::vector<std::uint32_t>& sample,
+                    const std::vector<Entries>& truth, std::span<const std::byte> distances,
+                    std::span<const std::byte> indices) {
+  for (std::size_t i = 0; i < sample.size(); ++i) {
+    const std::uint32_t q = sample[i];
+    for (std::uint32_t j = 0; j < k; ++j) {
+      std::uint32_t d = 0, index = 0;
+      std::memcpy(&d, distances.data() + (std::uint64_t{q} * k + j) * 4, 4);
+      std::memcpy(&index, indices.data() + (std::uint64_t{q} * k + j) * 4, 4);
+      const bool real = j < truth[i].size();
+      const std::uint32_t want_d = real ? truth[i][j].first : kHammingNoDistance;
+      const std::uint32_t want_index = real ? truth[i][j].second : kHammingNoIndex;
+      if (d != want_d || index != want_index) {
+        return Status(ErrorCode::internal,
+                      "wrong result: query " + std::to_string(q) + " rank " + std::to_string(j) +
+                          ": got (distance " + std::to_string(d) + ", row " +
+                          std::to_string(index) + "), the brute-force search has (" +
+                          std::to_string(want_d) + ", " + std::to_string(want_index) + ")");
+      }
+    }
+  }
+  return ok_status();
+}
+
+Result<SearchResult> measure_search(Bench& bench, const Codes& codes, std::uint32_t k,
+                                    bool with_faiss) {
+  SearchResult result;
+  const Device& device = bench.device;
+  const std::uint64_t out_bytes = std::uint64_t{codes.queries} * k * 4;
+  FERRY_ASSIGN_OR_RETURN(Buffer outputs, device.create_buffer(2 * out_bytes));
+  const HammingTopkParams params{codes.bits, codes.queries, codes.rows, k};
+  const HammingTopkBuffers buffers{codes.query_codes, 0, codes.database, 0,
+                                   outputs,           0, outputs,        out_bytes};
+  const Queue compute = device.queue(QueueKind::compute);
+  auto search = [&]() -> Result<double> {
+    CommandList list;
+    FERRY_RETURN_IF_ERROR(hamming_topk(list, buffers, params));
+    return wall_time([&]() -> Status {
+      FERRY_ASSIGN_OR_RETURN(TimelinePoint done, compute.submit(std::move(list)));
+      return done.wait(kWaitTimeout);
+    });
+  };
+  // The first search (the warm-up): its results checked.
+  FERRY_ASSIGN_OR_RETURN(const double first, search());
+  {
+    FERRY_ASSIGN_OR_RETURN(StagingPool readback,
+                           device.create_staging_pool({.kind = MemoryKind::host_readback}));
+    std::vector<std::byte> results(2 * out_bytes);
+    FERRY_RETURN_IF_ERROR(download(device.queue(QueueKind::download), readback, outputs, 0, results));
+    result.sample = sample_queries(codes.queries, bench.number("--check-queries"));
+    result.truth = truth_of(codes, result.sample, k);
+    FERRY_RETURN_IF_ERROR(check_search(k, result.sample, result.truth,
+                                       std::span(results).first(out_bytes),
+                                       std::span(results).subspan(out_bytes)));
+  }
+  const auto min_time = std::chrono::milliseconds(bench.number("--min-time-ms"));
+  FERRY_ASSIGN_OR_RETURN(result.ferry, repeat(settings_after(first, min_time),
+                                              [&](std::uint64_t) { return search(); }));
+  if (with_faiss) {
+    FERRY_RETURN_IF_ERROR(bench.progress("FAISS IndexBinaryFlat"));
+    result.faiss = measure_faiss_search(codes.host_database, codes.host_queries, codes.bits, k,
+                                        bench.reference.info().cpu_threads, result.sample,
+                                        settings_after(first, min_time));
+    if (result.faiss.available)
+      FERRY_RETURN_IF_ERROR(check_distances("FAISS", result.faiss.sample_distances, result, k));
+  }
+  return result;
+}
+
+// The popcount kernel on CUDA devices, its per-row sums checked for a few rows.
+Result<CudaPopcountBaseline> measure_popcount(Bench& bench, const Codes& codes) {
+  std::vector<std::uint64_t> rows;
+  for (std::uint64_t i = 0; i < 8; ++i) rows.push_back(i * (codes.rows - 1) / 7);
+  const auto min_time = std::chrono::milliseconds(bench.number("--min-time-ms"));
+  CudaPopcountBaseline popcount =
+      measure_cuda_popcount(bench.device_index(), codes.host_database, codes.host_queries,
+                            codes.bits, rows, {.warmup = 1, .min_reps = 3, .min_time = min_time});
+  if (!popcount.available) return popcount;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    std::uint32_t sum = 0;  // wraps like the kernel's
+    for (std::uint32_t q = 0; q < codes.queries; ++q) {
+      sum += code_distance(codes.host_database.data() + rows[i] * codes.code_bytes(),
+                           codes.host_queries.data() + q * codes.code_bytes(), codes.bits / 64);
+    }
+    if (popcount.sample_sums[i] != sum) {
+      return Status(ErrorCode::internal, "the CUDA popcount baseline is wrong at row " +
+                                             std::to_string(rows[i]));
+    }
+  }
+  return popcount;
+}
+
+// ---- Tables ----
+
+struct SearchConfig {
+  std::uint32_t bits;
+  std::uint64_t rows;
+  std::uint32_t k;
+};
+
+// A baseline's cells: its ms and ferry's speedup over it (its time over ferry's), "-" when it did
+// not run; why not, or what ran, as a note.
+struct BaselineCells {
+  Value ms = kNaN, ratio = kNaN;
+
+  void set(double seconds, double ferry_seconds) {
+    ms = seconds * 1e3;
+    ratio = seconds / ferry_seconds;
+  }
+  bool measured() const { return std::holds_alternative<double>(ratio) && ratio == ratio; }
+};
+
+class SearchTables {
+ public:
+  explicit SearchTables(Bench& bench) : bench_(bench) {
+    faiss_wheel_missing_ = python_missing("faiss, numpy");
+    if (bench_.device.backend() == Backend::cuda) torch_missing_ = python_missing("torch, numpy");
+  }
+  ~SearchTables() { remove_codes_file(); }
+  SearchTables(const SearchTables&) = delete;
+  SearchTables& operator=(const SearchTables&) = delete;
+
+  // One table of `configs`, printed once measured; with the FAISS baselines where `with_faiss`.
+  Status table(const std::string& title, const std::string& key,
+               const std::vector<SearchConfig>& configs, bool with_faiss) {
+    const bool cuda = bench_.device.backend() == Backend::cuda;
+    Section& table = bench_.report.add_section(title, key);
+    table.columns = {{"bits", "bits", Unit::count},
+                     {"rows", "rows", Unit::count},
+                     {"k", "k", Unit::count},
+                     {"ferry ms", "ferry_ms", Unit::ms},
+                     {"Gcomp/s", "comparisons_per_second_g", Unit::number},
+                     {"FAISS ms", "faiss_ms", Unit::ms, !with_faiss},
+                     {"ferry/FAISS", "ferry_over_faiss", Unit::ratio, !with_faiss},
+                     {"wheel ms", "faiss_wheel_ms", Unit::ms, !with_faiss},
+                     {"ferry/wheel", "ferry_over_faiss_wheel", Unit::ratio, !with_faiss},
+                     {"torch ms", "torch_ms", Unit::ms, !cuda},
+                     {"ferry/torch", "ferry_over_torch", Unit::ratio, !cuda},
+                     {"popcount ms", "cuda_popcount_ms", Unit::ms, !cuda},
+                     {"ferry/popcount", "ferry_over_cuda_popcount", Unit::ratio, !cuda},
+                     {"checked", "checked_queries", Unit::count},
+                     {"ferry reps", "ferry_reps", Unit::count, true}};
+    table.notes.push_back("ms: per batch of " + std::to_string(bench_.number("--queries")) +
+                          " queries (ferry: one hamming_topk command, submitted and waited for); "
+                          "Gcomp/s: query-row distances per second (1e9); ferry/X: X's time over "
+                          "ferry's (above 1: ferry is faster).");
+    bench_.skipped = {"Skipped searches", "skipped", {},
+                      {{"bits", "bits", Unit::count}, {"rows", "rows", Unit::count},
+                       {"k", "k", Unit::count}, {"reason", "reason"}}};
+    std::map<std::string, std::string> notes;  // one per baseline
+    for (const SearchConfig& config : configs) {
+      const std::uint64_t queries = bench_.number("--queries");
+      const std::uint64_t code_bytes = config.bits / 8;
+      const std::uint64_t db_bytes = config.rows * code_bytes;
+      const std::uint64_t out_bytes = queries * config.k * 8;
+      const std::uint64_t device = db_bytes + queries * code_bytes + out_bytes + (64 << 20);
+      // Host: the codes, the read-back, the truth's distances, a baseline's copy of the codes.
+      const std::uint64_t host = 2 * db_bytes + out_bytes + config.rows * 2;
+      if (!bench_.fits({std::uint64_t{config.bits}, config.rows, std::uint64_t{config.k}}, device,
+                       host))
+        continue;
+      const std::string what = std::to_string(config.rows) + " x " + std::to_string(config.bits) +
+                               "-bit, k = " + std::to_string(config.k);
+      FERRY_RETURN_IF_ERROR(bench_.progress("codes " + what));
+      auto skip = [&](const Status& why) {
+        bench_.skipped.add_row(
+            {std::uint64_t{config.bits}, config.rows, std::uint64_t{config.k}, why.message()});
+      };
+      if (Status data = ensure_codes(config); !data.ok()) {
+        if (data.code() != ErrorCode::resource_exhausted) return data.with_context(what);
+        skip(data);
+        continue;
+      }
+      FERRY_RETURN_IF_ERROR(bench_.progress("searching " + what));
+      Result<SearchResult> result = measure_search(bench_, *codes_, config.k, with_faiss);
+      if (!result.ok() && result.status().code() != ErrorCode::internal &&
+          result.status().code() != ErrorCode::failed_precondition) {
+        skip(result.status());  // what the device cannot do: a limit, its scratch memory
+        continue;
+      }
+      if (!result.ok()) return result.status().with_context(what);
+      const double ferry_s = result->ferry.median_seconds;
+      const unsigned threads = bench_.reference.info().cpu_threads;
+
+      BaselineCells faiss, wheel, torch, popcount;
+      if (with_faiss && result->faiss.available) {
+        faiss.set(result->faiss.timing.median_seconds, ferry_s);
+        notes["faiss"] = "FAISS: " + result->faiss.version + ", IndexBinaryFlat on " +
+                         std::to_string(threads) + " OpenMP threads (as many as ferry's CPU "
+                         "backend); its distances checked on the sampled queries.";
+      } else if (with_faiss) {
+        notes["faiss"] = "FAISS: none: " + result->faiss.reason + ".";
+      }
+      if (with_faiss) {
+        FERRY_ASSIGN_OR_RETURN(const PythonSearchBaseline python,
+                               run_python("faiss", *result, config.k, faiss_wheel_missing_));
+        if (python.available) {
+          wheel.set(python.median_seconds, ferry_s);
+          notes["wheel"] = "wheel: " + python.version + ", IndexBinaryFlat on " +
+                           std::to_string(threads) + " threads (OMP_WAIT_POLICY=passive unless "
+                           "set), through cli/baselines/search_python.py; its distances checked "
+                           "too.";
+        } else {
+          notes["wheel"] = "wheel: none (the faiss-cpu wheel): " + python.reason + ".";
+        }
+      }
+      if (cuda && config.bits <= 1024) {
+        FERRY_ASSIGN_OR_RETURN(const PythonSearchBaseline python,
+                               run_python("torch", *result, config.k, torch_missing_));
+        if (python.available) {
+          torch.set(python.median_seconds, ferry_s);
+          notes["torch"] = "torch: " + python.version + " (cli/baselines/search_python.py); "
+                           "its distances checked too.";
+        } else {
+          notes["torch"] = "torch: none: " + python.reason + ".";
+        }
+      }
+      if (cuda) {
+        FERRY_ASSIGN_OR_RETURN(const CudaPopcountBaseline baseline, popcount_of());
+        if (baseline.available) {
+          popcount.set(baseline.timing.median_seconds, ferry_s);
+          notes["popcount"] = "popcount: a plain CUDA kernel computing every distance without "
+                              "top-k (cli/baselines/cuda_popcount.cu), its per-row sums checked.";
+        } else {
+          notes["popcount"] = "popcount: none: " + baseline.reason + ".";
+        }
+      }
+      const double comparisons = static_cast<double>(config.rows) * codes_->queries;
+      table.add_row({std::uint64_t{config.bits}, config.rows, std::uint64_t{config.k},
+                     ferry_s * 1e3, comparisons / ferry_s / 1e9, faiss.ms, faiss.ratio, wheel.ms,
+                     wheel.ratio, torch.ms, torch.ratio, popcount.ms, popcount.ratio,
+                     std::uint64_t{result->sample.size()}, result->ferry.reps});
+      std::string summary = "ferry " + format_value(ferry_s * 1e3, Unit::ms) + " ms";
+      for (const auto& [name, cells] : {std::pair{"FAISS", &faiss}, {"wheel", &wheel},
+                                        {"torch", &torch}, {"popcount", &popcount}}) {
+        if (cells->measured())
+          summary += std::string(", ferry/") + name + " " + ratio_text(std::get<double>(cells->ratio));
+      }
+      bench_.report.summary.emplace_back("search " + what, summary);
+    }
+    for (const auto& [_, note] : notes) table.notes.push_back(note);
+    table.notes.push_back("checked: the top-k of that many queries (spread over the batch) equal "
+                          "a brute-force search's on the host, distances and indices.");
+    if (table.rows.empty()) bench_.report.sections.pop_back();
+    if (!bench_.skipped.rows.empty()) bench_.report.sections.push_back(std::move(bench_.skipped));
+    bench_.skipped = {};
+    bench_.publish();
+    return ok_status();
+  }
+
+ private:
+  Status ensure_codes(const SearchConfig& config) {
+    if (codes_ && codes_->bits == config.bits && codes_->rows == config.rows) return ok_status();
+    codes_.reset();  // the memory of the last codes first
+    popcount_.reset();
+    remove_codes_file();
+    FERRY_ASSIGN_OR_RETURN(Codes codes,
+                           make_codes(bench_, config.bits, config.rows,
+                                      static_cast<std::uint32_t>(bench_.number("--queries")),
+                                      0x5eed + config.bits * 31 + config.rows));
+    codes_ = std::move(codes);
+    return ok_status();
+  }
+
+  // The Python baseline `name` on the current codes (written to a file the first time), its
+  // distances checked; `missing` says why it cannot run.
+  Result<PythonSearchBaseline> run_python(std::string_view name, const SearchResult& result,
+                                          std::uint32_t k, const std::string& missing) {
+    if (!missing.empty()) return PythonSearchBaseline{.reason = missing};
+    FERRY_RETURN_IF_ERROR(bench_.progress(std::string(name) + " through Python"));
+    if (codes_file_.empty()) {
+      std::error_code error;
+      const std::filesystem::path path = std::filesystem::temp_directory_path(error) /
+                                         ("ferry-bench-search-" + std::to_string(getpid()));
+      std::FILE* file = error ? nullptr : std::fopen(path.c_str(), "wb");
+      bool written = file != nullptr;
+      for (const std::vector<std::byte>* part : {&codes_->host_database, &codes_->host_queries}) {
+        written = written && std::fwrite(part->data(), 1, part->size(), file) == part->size();
+      }
+      if (file != nullptr) written = std::fclose(file) == 0 && written;
+      if (!written) {
+        std::filesystem::remove(path, error);
+        return PythonSearchBaseline{.reason = "cannot write the codes to " + path.string()};
+      }
+      codes_file_ = path;
+    }
+    PythonSearchBaseline python = measure_python_search(
+        name, codes_file_, codes_->bits, codes_->rows, codes_->queries, k,
+        bench_.reference.info().cpu_threads, bench_.device_index(),
+        bench_.number("--min-time-ms"), result.sample);
+    FERRY_RETURN_IF_ERROR(check_interrupt());  // Ctrl-C reached the child too
+    if (python.available)
+      FERRY_RETURN_IF_ERROR(check_distances(name, python.sample_distances, result, k));
+    return python;
+  }
+
+  void remove_codes_file() {
+    if (codes_file_.empty()) return;
+    std::error_code ignored;
+    std::filesystem::remove(codes_file_, ignored);
+    codes_file_.clear();
+  }
+
+  // The popcount kernel over the current codes, measured once per codes.
+  Result<CudaPopcountBaseline> popcount_of() {
+    if (!popcount_) {
+      FERRY_RETURN_IF_ERROR(bench_.progress("the CUDA popcount baseline"));
+      FERRY_ASSIGN_OR_RETURN(CudaPopcountBaseline popcount, measure_popcount(bench_, *codes_));
+      popcount_ = std::move(popcount);
+    }
+    return *popcount_;
+  }
+
+  Bench& bench_;
+  std::optional<Codes> codes_;
+  std::optional<CudaPopcountBaseline> popcount_;
+  std::filesystem::path codes_file_;
+  std::string faiss_wheel_missing_;          // why the faiss-cpu wheel cannot run; empty: it can
+  std::string torch_missing_ = "not a CUDA device";
+};
+
+// ---- binary_quantize against a device-to-device copy ----
+
+// Random float32 in [-1, 1), every 97th element exactly 0 (the bit is 0: not > 0).
+std::vector<std::byte> random_floats(std::uint64_t count, std::uint64_t seed) {
+  std::vector<std::byte> bytes(count * 4);
+  fill_random(bytes, seed);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    std::int32_t raw = 0;
+    std::memcpy(&raw, bytes.data() + i * 4, 4);
+    const float value = i % 97 == 0 ? 0.0f : static_cast<float>(raw) * 0x1p-31f;
+    std::memcpy(bytes.data() + i * 4, &value, 4);
+  }
+  return bytes;
+}
+
+Status quantize_table(Bench& bench) {
+  const auto rows = static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(bench.number("--rows"), UINT32_MAX));
+  const auto min_time = std::chrono::milliseconds(bench.number("--min-time-ms"));
+  Section& table = bench.report.add_section(
+      "binary_quantize (float32, threshold 0) against a device-to-device copy of the same bytes",
+      "quantize");
+  table.columns = {{"rows x dims", "shape", Unit::text},
+                   {"input", "input_bytes", Unit::bytes},
+                   {"quantize ms", "quantize_ms", Unit::ms},
+                   {"quantize GB/s", "quantize_gbps", Unit::gbps},
+                   {"copy GB/s", "copy_gbps", Unit::gbps},
+                   {"quantize/copy", "quantize_over_copy", Unit::ratio},
+                   {"checked rows", "checked_rows", Unit::count}};
+  table.notes = {"GB/s: float input bytes per second (1e9); the copy: CommandList::copy of the "
+                 "input bytes between device buffers, timed the same way (one command per list, "
+                 "submitted and waited for). Checked: the codes of that many rows (spread) "
+                 "against x > 0 on the host, bit for bit."};
+  bench.skipped = {"Skipped quantize sizes", "skipped_quantize", {},
+                   {{"rows x dims", "shape"}, {"reason", "reason"}}};
+  for (std::uint64_t bits : bench.options.sizes("--bits")) {
+    const auto dims = static_cast<std::uint32_t>(bits);
+    const std::string shape = to_string(MatrixShape{rows, dims});
+    BinaryQuantizeParams params;
+    params.rows = rows;
+    params.dims = dims;
+    FERRY_ASSIGN_OR_RETURN(const BinaryQuantizeShape resolved, resolve_binary_quantize(params));
+    const std::uint64_t in = resolved.input_bytes, out = resolved.output_bytes;
+    if (!bench.fits({shape}, 2 * in + out, 2 * in + out)) continue;
+    FERRY_RETURN_IF_ERROR(bench.progress("binary_quantize " + shape));
+    const std::vector<std::byte> input = random_floats(std::uint64_t{rows} * dims, 0xF10A7 + dims);
+    const Device& device = bench.device;
+    FERRY_ASSIGN_OR_RETURN(Buffer source, device.create_buffer(in));
+    FERRY_ASSIGN_OR_RETURN(Buffer copy_target, device.create_buffer(in));
+    FERRY_ASSIGN_OR_RETURN(Buffer codes, device.create_buffer(out));
+    {
+      FERRY_ASSIGN_OR_RETURN(StagingPool pool, device.create_staging_pool({}));
+      FERRY_ASSIGN_OR_RETURN(TimelinePoint done,
+                             upload(device.queue(QueueKind::upload), pool, input, source, 0));
+      FERRY_RETURN_IF_ERROR(done.wait(kWaitTimeout));
+    }
+    const ListSettings settings{.commands = 1, .min_time = min_time};
+    const Queue compute = device.queue(QueueKind::compute);
+    FERRY_ASSIGN_OR_RETURN(const ListTiming quantize,
+                           time_lists(compute, [&]() -> Result<CommandList> {
+                             CommandList list;
+                             FERRY_RETURN_IF_ERROR(
+                                 binary_quantize(list, source, 0, codes, 0, params));
+                             return list;
+                           }, settings));
+    FERRY_ASSIGN_OR_RETURN(const ListTiming copy,
+                           time_lists(compute, [&]() -> Result<CommandList> {
+                             CommandList list;
+                             FERRY_RETURN_IF_ERROR(list.copy(source, 0, copy_target, 0, in));
+                             return list;
+                           }, settings));
+    // The codes of the last run, checked on a sample of rows.
+    FERRY_ASSIGN_OR_RETURN(StagingPool readback,
+                           device.create_staging_pool({.kind = MemoryKind::host_readback}));
+    std::vector<std::byte> result(out);
+    FERRY_RETURN_IF_ERROR(download(device.queue(QueueKind::download), readback, codes, 0, result));
+    const std::uint64_t code_bytes = binary_code_bytes(dims);
+    const std::vector<std::uint32_t> sample = sample_queries(rows, 1000);
+    for (std::uint32_t row : sample) {
+      std::vector<std::byte> want(code_bytes, std::byte{0});
+      for (std::uint32_t j = 0; j < dims; ++j) {
+        float x = 0;
+        std::memcpy(&x, input.data() + (std::uint64_t{row} * dims + j) * 4, 4);
+        if (x > 0.0f) want[j / 8] |= std::byte{1} << (j % 8);
+      }
+      FERRY_RETURN_IF_ERROR(compare_bytes(std::span(result).subspan(row * code_bytes, code_bytes),
+                                          want, "binary_quantize row " + std::to_string(row)));
+    }
+    const double seconds = quantize.lists.median_seconds, copy_seconds = copy.lists.median_seconds;
+    const double gbps = static_cast<double>(in) / seconds / 1e9;
+    const double copy_gbps = static_cast<double>(in) / copy_seconds / 1e9;
+    table.add_row({shape, in, seconds * 1e3, gbps, copy_gbps, gbps / copy_gbps,
+                   std::uint64_t{sample.size()}});
+    bench.report.summary.emplace_back("binary_quantize " + shape,
+                                      "quantize/copy " + ratio_text(gbps / copy_gbps) + " (" +
+                                          format_value(gbps, Unit::gbps) + " GB/s of input)");
+  }
+  if (table.rows.empty()) bench.report.sections.pop_back();
+  if (!bench.skipped.rows.empty()) bench.report.sections.push_back(std::move(bench.skipped));
+  bench.skipped = {};
+  bench.publish();
+  return ok_status();
+}
+
+// ---- The bench ----
+
+Status measure(Bench& bench) {
+  const Options& options = bench.options;
+  std::vector<std::string> sweeps = options.list("--sweeps");
+  const auto swept = [&](std::string_view name) {
+    return std::find(sweeps.begin(), sweeps.end(), name) != sweeps.end() ||
+           std::find(sweeps.begin(), sweeps.end(), "all") != sweeps.end();
+  };
+  const std::vector<std::uint64_t> ks = options.sizes("--k");
+  const std::vector<std::uint64_t> bits = options.sizes("--bits");
+  const std::uint64_t rows = bench.number("--rows");
+  const auto queries = bench.number("--queries");
+  bench.report.add_method(
+      "random codes (splitmix64; every 7th query a copy of a database row) uploaded once and "
+      "resident on the device; per configuration one hamming_topk command of every query per "
+      "list, submitted and waited for: the median over >= " + options.text("--min-time-ms") +
+          " ms after a warm-up, whose results are checked against a brute-force search on the "
+          "host (the sampled queries' top-k, distances and indices); baselines in the same run",
+      {{"rows", rows}, {"queries", queries},
+       {"min_time_ms", bench.number("--min-time-ms")},
+       {"check_queries", bench.number("--check-queries")}});
+  bench.report.header.push_back(
+      {"CPU threads", "cpu_threads",
+       std::to_string(bench.reference.info().cpu_threads) +
+           " (ferry's CPU backend, and FAISS's OpenMP threads)"});
+  bench.publish();
+
+  SearchTables tables(bench);
+  const std::string batch = std::to_string(queries) + " queries";
+  std::vector<SearchConfig> main;
+  for (std::uint64_t b : bits) {
+    for (std::uint64_t k : ks)
+      main.push_back({static_cast<std::uint32_t>(b), rows, static_cast<std::uint32_t>(k)});
+  }
+  FERRY_RETURN_IF_ERROR(tables.table("Search: " + batch + ", codes resident on the device",
+                                     "search", main, true));
+  if (swept("k")) {
+    std::vector<SearchConfig> configs;
+    for (std::uint32_t k : kSweepK) configs.push_back({kScaleBits, rows, k});
+    FERRY_RETURN_IF_ERROR(tables.table("k sweep: " + batch + ", 256-bit codes", "k_sweep",
+                                       configs, true));
+  }
+  if (swept("bits")) {
+    std::vector<SearchConfig> configs;
+    for (std::uint32_t b : kSweepBits) configs.push_back({b, rows, kDefaultK});
+    FERRY_RETURN_IF_ERROR(tables.table("Code length sweep: " + batch + ", k = 10", "bits_sweep",
+                                       configs, true));
+  }
+  if (swept("quantize")) FERRY_RETURN_IF_ERROR(quantize_table(bench));
+  if (swept("scale")) {
+    std::vector<SearchConfig> configs;
+    for (std::uint64_t r : options.sizes("--scale-rows")) {
+      configs.push_back({kScaleBits, std::min<std::uint64_t>(r, kHammingMaxDatabaseRows - 1),
+                         kDefaultK});
+    }
+    FERRY_RETURN_IF_ERROR(tables.table("Scale: " + batch + ", 256-bit codes, k = 10 (no FAISS: "
+                                       "it would take minutes here)",
+                                       "scale", configs, false));
+  }
+  return ok_status();
+}
+
+int run(const Options& options, const std::string& command_line) {
+  for (std::uint64_t b : options.sizes("--bits")) {
+    if (b % 64 != 0 || b > kHammingMaxCodeBits) {
+      return usage_error("bench search: --bits " + std::to_string(b) +
+                         ": code lengths are multiples of 64 up to " +
+                         std::to_string(kHammingMaxCodeBits));
+    }
+  }
+  for (std::uint64_t k : options.sizes("--k")) {
+    if (k > kHammingMaxK) {
+      return usage_error("bench search: --k " + std::to_string(k) + ": at most " +
+                         std::to_string(kHammingMaxK));
+    }
+  }
+  return run_bench(options, command_line, "ferry bench search",
+                   {QueueKind::compute, QueueKind::upload}, true, measure);
+}
+
+}  // namespace
+
+const Command kBenchSearch = {
+    .name = "bench search",
+    .summary = "Hamming top-k search (hamming_topk) of binary codes resident on the device, every "
+               "result checked, against FAISS IndexBinaryFlat (CPU) and a plain CUDA popcount "
+               "kernel; sweeps of k, code length, binary_quantize and scale.",
+    .about =
+        "Random binary codes (default 1,000,000 x 256-bit) uploaded once and resident on the\n"
+        "device; batches of queries (default 1000, k = 10) searched with one hamming_topk\n"
+        "command each: ms per batch and distance comparisons per second. The first search's\n"
+        "results are checked against a brute-force search on the host (--check-queries of the\n"
+        "queries, exact distances and indices; exit 1 on a mismatch). Baselines in the same\n"
+        "run: FAISS IndexBinaryFlat on as many threads as ferry's CPU backend, when FAISS was\n"
+        "found at build time (its distances checked too), and on CUDA devices a plain popcount\n"
+        "kernel computing every distance without top-k. --sweeps adds k and code length\n"
+        "sweeps, binary_quantize in GB/s of float input against a device-to-device copy, and\n"
+        "10M / 100M-row databases where memory allows (else listed as skipped).\n",
+    .options = kOptions,
+    .run = run,
+};
+
+}  // namespace ferry::cli
