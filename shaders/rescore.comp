@@ -49,7 +49,11 @@ int int8_term(uint query_byte, uint row_byte, uint j, bool l2) {
 
 // The score bits of the query (its first byte in the queries window) against database row `row`.
 // The loops take FERRY_RESCORE_FLOAT_UNROLL or FERRY_RESCORE_INT8_UNROLL dimensions per
-// iteration (lavapipe ends a shader after 65535 loop iterations: runtime/src/ops/rescore.hpp).
+// iteration (lavapipe ends an invocation's loops after 65535 iterations in all:
+// ops::rescore_loop_iterations in runtime/src/ops/rescore.hpp).
+#if FERRY_RESCORE_FLOAT_UNROLL != 2 || FERRY_RESCORE_INT8_UNROLL != 8
+#error "score_of's loop bodies are written for 2 float32 and 8 int8 dimensions per iteration"
+#endif
 uint score_of(uint query_byte, uint row) {
   const uint row_byte = push.database_byte + row * push.database_pitch;
   const bool l2 = (push.flags & FERRY_RESCORE_L2) != 0u;
