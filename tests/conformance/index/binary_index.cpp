@@ -301,12 +301,6 @@ void check_searches(BackendUnderTest& t, const Case& c, const BinaryIndex& index
   }
 }
 
-bool supports_rescore(const BackendUnderTest& t) {
-  const ferry::Status status = t.device.supports("rescore");
-  if (!status.ok()) MESSAGE("rescoring not checked on this backend: " << status.to_string());
-  return status.ok();
-}
-
 fs::path temp_file(const std::string& name) {
   return fs::temp_directory_path() /
          ("ferry_binary_index_" + std::to_string(ferry_test::base_seed()) + "_" + name);
@@ -348,8 +342,7 @@ TEST_CASE("BinaryIndex: Hamming search over several adds matches the brute-force
 }
 
 TEST_CASE("BinaryIndex: rescoring with float32 and int8 vectors matches the truth") {
-  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
-    if (!supports_rescore(t)) return;
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk", "rescore"}, [](BackendUnderTest& t) {
     const Case cases[] = {
         {48, IndexMetric::inner_product, IndexThreshold::zero, KeptVectors::float32,
          ElementType::float32, {150, 77}},
@@ -375,8 +368,7 @@ TEST_CASE("BinaryIndex: rescoring with float32 and int8 vectors matches the trut
 }
 
 TEST_CASE("BinaryIndex: a tiny device budget streams from the host with identical results") {
-  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
-    const bool rescore = t.device.supports("rescore").ok();
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk", "rescore"}, [](BackendUnderTest& t) {
     for (const KeptVectors keep : {KeptVectors::float32, KeptVectors::int8}) {
       const Case c{72, IndexMetric::inner_product, IndexThreshold::first_add_mean, keep,
                    ElementType::float32, {45, 260, 9}};
@@ -401,8 +393,8 @@ TEST_CASE("BinaryIndex: a tiny device budget streams from the host with identica
       CHECK(stats.code_segments >= 3);
       CHECK(resident.stats().device_code_rows == 314);
       const Rows queries = make_rows(t.rng, 11, c.dims, c.type);
-      std::vector<SearchParams> all = {{1, 1, false}, {17, 1, false}, {400, 1, false}};
-      if (rescore) all.insert(all.end(), {{3, 7, true}, {10, 4, true}, {100, 10, true}});
+      const SearchParams all[] = {{1, 1, false}, {17, 1, false}, {400, 1, false},
+                                  {3, 7, true},  {10, 4, true},  {100, 10, true}};
       for (const SearchParams& params : all) {
         INFO("k " << params.k << ", oversample " << params.oversample << ", rescore " << params.rescore);
         const SearchResults expected = model.search(queries, params);
@@ -414,8 +406,7 @@ TEST_CASE("BinaryIndex: a tiny device budget streams from the host with identica
 }
 
 TEST_CASE("BinaryIndex: save and load give the same index, in any placement") {
-  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
-    const bool rescore = t.device.supports("rescore").ok();
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk", "rescore"}, [](BackendUnderTest& t) {
     const Case c{150, IndexMetric::cosine, IndexThreshold::first_add_mean, KeptVectors::int8,
                  ElementType::float16, {70, 131}};
     const BinaryIndexOptions o = options_for(c.dims, c.metric, c.threshold, c.keep, c.type, t.rng);
@@ -434,7 +425,6 @@ TEST_CASE("BinaryIndex: save and load give the same index, in any placement") {
     CHECK(loaded.stats().device_code_rows < loaded.size());
     const Rows queries = make_rows(t.rng, 6, c.dims, c.type);
     for (const SearchParams& params : {SearchParams{10, 1, false}, SearchParams{4, 5, true}}) {
-      if (params.rescore && !rescore) continue;
       const SearchResults expected = model.search(queries, params);
       check_results(REQUIRE_VALUE(index.search(queries.bytes, 6, params)), expected, "saved");
       check_results(REQUIRE_VALUE(loaded.search(queries.bytes, 6, params)), expected, "loaded");
