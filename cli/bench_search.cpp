@@ -342,6 +342,14 @@ class SearchTables {
                const std::vector<SearchConfig>& configs, bool with_faiss) {
     const bool cuda = bench_.device.backend() == Backend::cuda;
     Section& table = bench_.report.add_section(title, key);
+    // A table that gets no row (Ctrl-C, an error) is not shown.
+    struct DropIfEmpty {
+      Report& report;
+      const Section* table;  // null once dealt with
+      ~DropIfEmpty() {
+        if (table != nullptr && table->rows.empty()) report.sections.pop_back();
+      }
+    } drop_if_empty{bench_.report, &table};
     table.columns = {{"bits", "bits", Unit::count},
                      {"rows", "rows", Unit::count},
                      {"k", "k", Unit::count},
@@ -461,6 +469,7 @@ class SearchTables {
     table.notes.push_back("checked: the top-k of that many queries (spread over the batch) equal "
                           "a brute-force search's on the host, distances and indices.");
     if (table.rows.empty()) bench_.report.sections.pop_back();
+    drop_if_empty.table = nullptr;
     if (!bench_.skipped.rows.empty()) bench_.report.sections.push_back(std::move(bench_.skipped));
     bench_.skipped = {};
     bench_.publish();
