@@ -342,6 +342,14 @@ class SearchTables {
                const std::vector<SearchConfig>& configs, bool with_faiss) {
     const bool cuda = bench_.device.backend() == Backend::cuda;
     Section& table = bench_.report.add_section(title, key);
+    // A table that gets no row (Ctrl-C, an error) is not shown.
+    struct DropIfEmpty {
+      Report& report;
+      const Section* table;  // null once dealt with
+      ~DropIfEmpty() {
+        if (table != nullptr && table->rows.empty()) report.sections.pop_back();
+      }
+    } drop_if_empty{bench_.report, &table};
     table.columns = {{"bits", "bits", Unit::count},
                      {"rows", "rows", Unit::count},
                      {"k", "k", Unit::count},
@@ -371,8 +379,10 @@ class SearchTables {
       const std::uint64_t db_bytes = config.rows * code_bytes;
       const std::uint64_t out_bytes = queries * config.k * 8;
       const std::uint64_t device = db_bytes + queries * code_bytes + out_bytes + (64 << 20);
-      // Host: the codes, the read-back, the truth's distances, a baseline's copy of the codes.
-      const std::uint64_t host = 2 * db_bytes + out_bytes + config.rows * 2;
+      // Host: the codes, the read-back, the truth's distances (per thread), a baseline's copy of
+      // the codes.
+      const std::uint64_t host = 2 * db_bytes + out_bytes +
+                                 config.rows * 2 * std::max(1u, std::thread::hardware_concurrency());
       if (!bench_.fits({std::uint64_t{config.bits}, config.rows, std::uint64_t{config.k}}, device,
                        host))
         continue;
@@ -459,6 +469,7 @@ class SearchTables {
     table.notes.push_back("checked: the top-k of that many queries (spread over the batch) equal "
                           "a brute-force search's on the host, distances and indices.");
     if (table.rows.empty()) bench_.report.sections.pop_back();
+    drop_if_empty.table = nullptr;
     if (!bench_.skipped.rows.empty()) bench_.report.sections.push_back(std::move(bench_.skipped));
     bench_.skipped = {};
     bench_.publish();
@@ -658,14 +669,13 @@ Status measure(Bench& bench) {
       "resident on the device; per configuration one hamming_topk command of every query per "
       "list, submitted and waited for: the median over >= " + options.text("--min-time-ms") +
           " ms after a warm-up, whose results are checked against a brute-force search on the "
-          "host (the sampled queries' top-k, distances and indices); baselines in the same run",
+          "host (the sampled queries' top-k, distances and indices); baselines in the same run, "
+          "the CPU ones on as many threads as ferry's CPU backend has (CPU threads)",
       {{"rows", rows}, {"queries", queries},
        {"min_time_ms", bench.number("--min-time-ms")},
        {"check_queries", bench.number("--check-queries")}});
-  bench.report.header.push_back(
-      {"CPU threads", "cpu_threads",
-       std::to_string(bench.reference.info().cpu_threads) +
-           " (ferry's CPU backend, and FAISS's OpenMP threads)"});
+  bench.report.header.push_back({"CPU threads", "cpu_threads",
+                                 std::uint64_t{bench.reference.info().cpu_threads}, Unit::count});
   bench.publish();
 
   SearchTables tables(bench);

@@ -34,9 +34,10 @@ void run_on_cpu(const HammingTopkArgs& args, std::span<const std::span<std::byte
 // ---- The CPU backend's search (hamming_topk_cpu.cpp) ----
 //
 // Threads take tasks (a range of queries over a range of rows, ranges of rows only when there
-// are too few queries for the threads); a task walks its rows in cache-sized blocks, and for
-// each block computes the distances of 8 queries at a time into a small array, then scans it for
-// the rows nearer than each query's k-th so far (running max-heaps of (distance, index)). The
+// are too few queries for the threads); a task walks its rows in cache-sized blocks, copies each
+// into a layout with 8 rows side by side per word, and computes the distances of 8 queries at a
+// time into a small array, then scans it for the rows nearer than each query's k-th so far
+// (kept in a buffer of 2k (distance, index) keys cut back to k by nth_element). The copy,
 // distance and scan loops exist per instruction set, chosen at run time (__builtin_cpu_supports
 // and [[gnu::target]] functions: no ifunc, whose resolvers run before the sanitizers' runtimes
 // are ready); every path gives identical results.
