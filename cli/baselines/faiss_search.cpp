@@ -72,15 +72,6 @@ FaissSearchBaseline measure_faiss_search(std::span<const std::byte> database,
 
 namespace ferry::cli {
 
-namespace {
-// FAISS's row index type: a member of the index classes before 1.8, of the namespace since.
-#if FAISS_VERSION_MAJOR == 1 && FAISS_VERSION_MINOR < 8
-using Label = faiss::IndexBinary::idx_t;
-#else
-using Label = faiss::idx_t;
-#endif
-}  // namespace
-
 FaissSearchBaseline measure_faiss_search(std::span<const std::byte>, std::span<const std::byte>,
                                          std::uint32_t, std::uint32_t, unsigned,
                                          std::span<const std::uint32_t>, const RepeatSettings&) {
