@@ -151,7 +151,8 @@ struct Loaded {
 
 // --- .fvecs / .bvecs / .ivecs ------------------------------------------------------------------
 
-// Streams the rows in chunks of whole records straight into one allocation of the data alone.
+// Reads the records through a buffer of whole records (about 4 MiB) and copies each row, without
+// its dimension, into one allocation of rows x dims elements.
 Result<Loaded> read_vecs(const fs::path& path, VectorFormat format, const InputFile& file) {
   const std::string name(to_string(format));
   const std::uint64_t size = file.size();
