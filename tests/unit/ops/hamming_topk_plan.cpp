@@ -215,23 +215,28 @@ TEST_CASE("hamming_topk plan: the Vulkan scan's tile and buffers fit its shared 
   using ferry::vulkan::hamming_scan_shape;
   for (std::uint32_t k = 1; k <= ferry::kHammingMaxK; ++k) {
     for (std::uint32_t words = 2; words <= ferry::kHammingMaxCodeBits / 32; words += 2) {
-      for (const std::uint32_t preferred : {0u, 4u, 8u, 16u, 32u}) {
-        const ferry::vulkan::HammingScanShape shape = hamming_scan_shape(k, words, preferred);
-        const bool ok =
-            std::has_single_bit(shape.tile) && shape.tile >= FERRY_HAMMING_MIN_TILE &&
-            shape.tile <= FERRY_HAMMING_MAX_TILE && (preferred == 0 || shape.tile <= preferred) &&
-            shape.tile * ((words + 3) / 4) <= FERRY_HAMMING_QUERY_QUADS &&
-            FERRY_HAMMING_SCAN_KEYS + shape.tile * shape.cap <= FERRY_HAMMING_POOL_WORDS &&
-            shape.cap >= ferry::ops::hamming_scan_min_cap(k, FERRY_HAMMING_ROUND_ROWS);
-        if (!ok) {
-          FAIL("k " << k << ", words " << words << ", preferred tile " << preferred << ": tile "
-                    << shape.tile << ", cap " << shape.cap);
+      for (const std::uint32_t queries : {1u, 9u, 1000u}) {
+        for (const std::uint32_t preferred : {0u, 4u, 8u, 16u, 32u}) {
+          const ferry::vulkan::HammingScanShape shape = hamming_scan_shape(k, words, queries, preferred);
+          const bool ok =
+              std::has_single_bit(shape.tile) && shape.tile >= FERRY_HAMMING_MIN_TILE &&
+              shape.tile <= FERRY_HAMMING_MAX_TILE && (preferred == 0 || shape.tile <= preferred) &&
+              (preferred != 0 || shape.tile == FERRY_HAMMING_MIN_TILE || shape.tile / 2 < queries) &&
+              shape.tile * ((words + 3) / 4) <= FERRY_HAMMING_QUERY_QUADS &&
+              FERRY_HAMMING_SCAN_KEYS + shape.tile * shape.cap <= FERRY_HAMMING_POOL_WORDS &&
+              shape.cap >= ferry::ops::hamming_scan_min_cap(k, FERRY_HAMMING_ROUND_ROWS);
+          if (!ok) {
+            FAIL("k " << k << ", words " << words << ", queries " << queries << ", preferred tile "
+                      << preferred << ": tile " << shape.tile << ", cap " << shape.cap);
+          }
         }
       }
     }
   }
   // The common searches take the tiles of the CUDA scan: 32 queries for k = 10, 8 for k = 100.
-  CHECK(hamming_scan_shape(10, 8).tile == 32);
-  CHECK(hamming_scan_shape(100, 8).tile == 8);
-  CHECK(hamming_scan_shape(10, 128).tile == 16);  // 4096-bit codes: the codes' quads decide
+  CHECK(hamming_scan_shape(10, 8, 1000).tile == 32);
+  CHECK(hamming_scan_shape(100, 8, 1000).tile == 8);
+  CHECK(hamming_scan_shape(10, 128, 1000).tile == 16);  // 4096-bit codes: the codes' quads decide
+  CHECK(hamming_scan_shape(10, 8, 16).tile == 16);      // few queries: a tile they fill
+  CHECK(hamming_scan_shape(10, 8, 17).tile == 32);
 }

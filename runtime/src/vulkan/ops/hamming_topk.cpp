@@ -178,7 +178,7 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
                                    std::span<const backend::Binding> bindings) const {
   // Level 0 scans spans of rows for tiles of queries (hamming_topk_plan.hpp); the plan is made
   // for those spans within the scratch the public call reserved (bound last, when not 0).
-  const HammingScanShape shape = hamming_scan_shape(args.k, args.words, preferred_tile_);
+  const HammingScanShape shape = hamming_scan_shape(args.k, args.words, args.queries, preferred_tile_);
   const std::uint32_t span =
       std::min(ops::hamming_scan_span(args.rows, args.queries, shape.tile,
                                       FERRY_HAMMING_ROUND_ROWS, resident_groups_),

@@ -20,7 +20,7 @@ static_assert(FERRY_HAMMING_POSITION_BITS == ops::kHammingScanPositionBits);
 
 }  // namespace
 
-HammingScanShape hamming_scan_shape(std::uint32_t k, std::uint32_t words,
+HammingScanShape hamming_scan_shape(std::uint32_t k, std::uint32_t words, std::uint32_t queries,
                                     std::uint32_t preferred_tile) {
   const std::uint32_t quads = (words + 3) / 4;
   const std::uint32_t least = ops::hamming_scan_min_cap(k, kRound);
@@ -28,6 +28,8 @@ HammingScanShape hamming_scan_shape(std::uint32_t k, std::uint32_t words,
   shape.tile = preferred_tile != 0 ? preferred_tile : (k <= 32 ? FERRY_HAMMING_MAX_TILE : 8);
   shape.tile = std::bit_floor(
       std::clamp<std::uint32_t>(shape.tile, FERRY_HAMMING_MIN_TILE, FERRY_HAMMING_MAX_TILE));
+  while (preferred_tile == 0 && shape.tile > FERRY_HAMMING_MIN_TILE && shape.tile / 2 >= queries)
+    shape.tile /= 2;
   while (shape.tile > FERRY_HAMMING_MIN_TILE &&
          (shape.tile * quads > FERRY_HAMMING_QUERY_QUADS || least > max_cap(shape.tile))) {
     shape.tile /= 2;
