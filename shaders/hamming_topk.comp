@@ -16,10 +16,11 @@
 // begin), so key order is the (distance, index) order. Rows come in rounds of 64, of increasing
 // index; a row's key enters its query's buffer only when its distance is below the distance of
 // the query's threshold key (the k-th kept key: a later row at that distance ranks after it).
-// After a round, the whole workgroup compacts each buffer the next round could overflow to its
-// k smallest keys (the k-th found by a radix select, a byte at a time) and sets the threshold to
-// the k-th key. After a few rounds almost nothing passes: the scan costs a compare per distance.
-// At the span's end each buffer is cut to its min(k, rows) smallest and sorted, and written.
+// After a round, the whole workgroup compacts the buffers the next round could overflow, all at
+// once, to their k smallest keys (each k-th found by a radix select, 4 bits at a time) and sets
+// their thresholds to the k-th keys. After a few rounds almost nothing passes: the scan costs a
+// compare per distance. At the span's end the buffers are cut to their min(k, rows) smallest,
+// sorted and written. No subgroup operation: nothing depends on the subgroup size.
 #version 460
 #extension GL_GOOGLE_include_directive : require
 
