@@ -1,26 +1,50 @@
 // hamming_topk, one pass of the plan (runtime/src/ops/hamming_topk.hpp has the algorithm): a
 // workgroup keeps, per query, the min(k, count) smallest (distance, index) pairs of its group of
-// `count` items (database rows at level 0, candidates in merges), sorted, as a run of candidates
-// or, in the final pass, as the outputs.
+// `count` items (a span of database rows at level 0, candidates in merges), sorted, as a run of
+// candidates or, in the final pass, as the outputs. The specialization constant kTile picks the
+// path: 0 the merges, 32, 16, 8 or 4 the level-0 scan for tiles of that many queries (each a
+// pipeline of its own, so that each path's registers are its own).
 //
-// Selection without sorting everything: a histogram of the distances gives the threshold T (fewer
-// than `keep` items are nearer, at least `keep` are at T or nearer); a bitmask of the items at T
-// gives the one whose rank among them makes `keep` (the lowest local positions win, which is the
-// lowest indices: positions follow index order among equal distances). The kept items, exactly
-// `keep`, are then sorted by key = distance << 16 | position with a bitonic sort in shared memory.
+// Merges: selection without sorting everything: a histogram of the distances gives the threshold
+// T (fewer than `keep` items are nearer, at least `keep` are at T or nearer); a bitmask of the
+// items at T gives the one whose rank among them makes `keep` (the lowest local positions win,
+// which is the lowest indices: positions follow index order among equal distances). The kept
+// items, exactly `keep`, are then sorted by key = distance << 16 | position with a bitonic sort
+// in shared memory.
+//
+// Level 0, the scan: a running threshold per query. Keys are distance << 19 | (row - span
+// begin), so key order is the (distance, index) order. Rows come in rounds of 64, of increasing
+// index; a row's key enters its query's buffer only when its distance is below the distance of
+// the query's threshold key (the k-th kept key: a later row at that distance ranks after it).
+// After a round, the whole workgroup compacts the buffers the next round could overflow, all at
+// once, to their k smallest keys (each k-th found by a radix select, 4 bits at a time) and sets
+// their thresholds to the k-th keys. After a few rounds almost nothing passes: the scan costs a
+// compare per distance. At the span's end the buffers are cut to their min(k, rows) smallest,
+// sorted and written. No subgroup operation: nothing depends on the subgroup size.
 #version 460
 #extension GL_GOOGLE_include_directive : require
 
 #include "hamming_topk_abi.h"
 
 #define WG FERRY_HAMMING_WORKGROUP_SIZE
-#define QT FERRY_HAMMING_QUERY_TILE
-#define ROWS_PER_INVOCATION (FERRY_HAMMING_CHUNK_ROWS / WG)
 #define ITEMS_PER_INVOCATION (FERRY_HAMMING_MERGE_GROUP / WG)
-#define MAX_WORDS (FERRY_HAMMING_MAX_BITS / 32)
+#define ROUND FERRY_HAMMING_ROUND_ROWS
+#define POSITION_MASK ((1u << FERRY_HAMMING_POSITION_BITS) - 1u)
 #define NONE 0xFFFFFFFFu
 
 layout(local_size_x = WG) in;
+
+// 0: the merges; otherwise level 0 with tiles of kTile queries.
+layout(constant_id = FERRY_HAMMING_TILE_ID) const uint kTile = 0u;
+// The scan's work per invocation and round: kRows rows x kQueries queries, the queries
+// i * kGroups + g (g = invocation % kGroups), the rows lane + r * kRowLanes (lane = invocation /
+// kGroups): 2 x 4 for tiles of 32, 1 x 4, 1 x 2, 1 x 1 for 16, 8, 4; always 64 rows a round.
+const uint kRows = 1u + kTile / 32u;
+const uint kQueries = kTile / (4u * kRows);
+const uint kGroups = 4u * kRows;  // = kTile / kQueries
+const uint kRowLanes = WG / kGroups;
+#define MAX_ROWS 2
+#define MAX_QUERIES 4
 
 layout(std430, set = 0, binding = 0) restrict readonly buffer Queries { uint words[]; } queries;
 layout(std430, set = 0, binding = 1) restrict readonly buffer Database { uint words[]; } database;
@@ -28,49 +52,57 @@ layout(std430, set = 0, binding = 2) restrict writeonly buffer Distances { uint 
 layout(std430, set = 0, binding = 3) restrict writeonly buffer Indices { uint words[]; } indices;
 layout(std430, set = 0, binding = 4) restrict buffer Scratch { uint words[]; } scratch;
 
-shared uint s_hist[FERRY_HAMMING_MAX_BITS + 1];
-shared uint s_ties[FERRY_HAMMING_MERGE_GROUP / 32];
-shared uint s_keys[FERRY_HAMMING_MAX_K];
-shared uint s_query[QT * MAX_WORDS];
-shared uint s_partial[WG];
+// The pool: merges lay out a histogram, a tie mask, keys and partial sums in it; the scan its
+// thresholds, counts, flags, radix select and key buffers (hamming_topk_abi.h).
+shared uint s_pool[FERRY_HAMMING_POOL_WORDS];
+shared uvec4 s_codes[FERRY_HAMMING_QUERY_QUADS];  // the scan's query codes, quad-major
 shared uint s_threshold, s_nearer, s_cut, s_count;
+
+#define MERGE_HIST 0
+#define MERGE_TIES (MERGE_HIST + FERRY_HAMMING_MAX_BITS + 1)
+#define MERGE_KEYS (MERGE_TIES + FERRY_HAMMING_MERGE_GROUP / 32)
+#define MERGE_PARTIAL (MERGE_KEYS + FERRY_HAMMING_MAX_K)
+#if MERGE_PARTIAL + WG > FERRY_HAMMING_POOL_WORDS
+#error "the merges' shared memory exceeds the pool"
+#endif
+
+// ---- Merges ----
 
 // The invocation's items: item i is at local position i * WG + invocation; NONE when absent.
 uint g_dist[ITEMS_PER_INVOCATION];
 
 // Keeps the `keep` smallest of the group's items and writes them, sorted: as the outputs of query
-// `query` (final) or as a run of candidates at `out_at`. `row0` (level 0) or `in_at` (merges)
-// turn a local position into a database row index. Uniform control flow: every invocation calls.
-void select_and_write(uint count, uint keep, uint query, uint row0, uint in_at, uint out_at) {
+// `query` (final) or as a run of candidates at `out_at`. `in_at` turns a local position into the
+// candidate that holds its row index. Uniform control flow: every invocation calls.
+void select_and_write(uint count, uint keep, uint query, uint in_at, uint out_at) {
   const uint t = gl_LocalInvocationID.x;
-  const bool from_codes = (push.flags & FERRY_HAMMING_FROM_CODES) != 0u;
   const uint bins = push.words * 32u + 1u;
-  for (uint b = t; b < bins; b += WG) s_hist[b] = 0u;
-  for (uint w = t; w < (count + 31u) / 32u; w += WG) s_ties[w] = 0u;
+  for (uint b = t; b < bins; b += WG) s_pool[MERGE_HIST + b] = 0u;
+  for (uint w = t; w < (count + 31u) / 32u; w += WG) s_pool[MERGE_TIES + w] = 0u;
   if (t == 0u) s_count = 0u;
   barrier();
   for (uint i = 0u; i < ITEMS_PER_INVOCATION; ++i) {
-    if (g_dist[i] != NONE) atomicAdd(s_hist[g_dist[i]], 1u);
+    if (g_dist[i] != NONE) atomicAdd(s_pool[MERGE_HIST + g_dist[i]], 1u);
   }
   barrier();
   // The threshold: per-invocation sums of consecutive bins, then one invocation walks them.
   const uint per = (bins + WG - 1u) / WG;
   uint sum = 0u;
-  for (uint b = t * per; b < min(bins, t * per + per); ++b) sum += s_hist[b];
-  s_partial[t] = sum;
+  for (uint b = t * per; b < min(bins, t * per + per); ++b) sum += s_pool[MERGE_HIST + b];
+  s_pool[MERGE_PARTIAL + t] = sum;
   barrier();
   // Inclusive prefix sums of the invocations' bins (log2(WG) steps); the one invocation whose
   // bins hold the keep-th item walks them.
   for (uint offset = 1u; offset < WG; offset <<= 1) {
-    const uint add = t >= offset ? s_partial[t - offset] : 0u;
+    const uint add = t >= offset ? s_pool[MERGE_PARTIAL + t - offset] : 0u;
     barrier();
-    s_partial[t] += add;
+    s_pool[MERGE_PARTIAL + t] += add;
     barrier();
   }
-  const uint inclusive = s_partial[t];
+  const uint inclusive = s_pool[MERGE_PARTIAL + t];
   if (inclusive - sum < keep && inclusive >= keep) {
     uint nearer = inclusive - sum, threshold = t * per;
-    while (nearer + s_hist[threshold] < keep) nearer += s_hist[threshold++];
+    while (nearer + s_pool[MERGE_HIST + threshold] < keep) nearer += s_pool[MERGE_HIST + threshold++];
     s_threshold = threshold;
     s_nearer = nearer;
   }
@@ -79,15 +111,15 @@ void select_and_write(uint count, uint keep, uint query, uint row0, uint in_at, 
   for (uint i = 0u; i < ITEMS_PER_INVOCATION; ++i) {
     if (g_dist[i] == threshold) {
       const uint local = i * WG + t;
-      atomicOr(s_ties[local >> 5], 1u << (local & 31u));
+      atomicOr(s_pool[MERGE_TIES + (local >> 5)], 1u << (local & 31u));
     }
   }
   barrier();
   if (t == 0u) {
     // The position of the (keep - nearer)-th item at the threshold, counted from 1.
     uint need = keep - s_nearer, w = 0u;
-    while (uint(bitCount(s_ties[w])) < need) need -= uint(bitCount(s_ties[w++]));
-    uint bits = s_ties[w];
+    while (uint(bitCount(s_pool[MERGE_TIES + w])) < need) need -= uint(bitCount(s_pool[MERGE_TIES + w++]));
+    uint bits = s_pool[MERGE_TIES + w];
     for (uint r = 1u; r < need; ++r) bits &= bits - 1u;
     s_cut = w * 32u + uint(findLSB(bits));
   }
@@ -96,23 +128,23 @@ void select_and_write(uint count, uint keep, uint query, uint row0, uint in_at, 
   for (uint i = 0u; i < ITEMS_PER_INVOCATION; ++i) {
     const uint d = g_dist[i], local = i * WG + t;
     if (d != NONE && (d < threshold || (d == threshold && local <= cut))) {
-      s_keys[atomicAdd(s_count, 1u)] = (d << 16) | local;
+      s_pool[MERGE_KEYS + atomicAdd(s_count, 1u)] = (d << 16) | local;
     }
   }
   barrier();
   // Bitonic sort of the `keep` keys, padded to a power of two with NONE (sorts last).
   uint size = 1u;
   while (size < keep) size <<= 1;
-  for (uint s = keep + t; s < size; s += WG) s_keys[s] = NONE;
+  for (uint s = keep + t; s < size; s += WG) s_pool[MERGE_KEYS + s] = NONE;
   barrier();
   for (uint block = 2u; block <= size; block <<= 1) {
     for (uint stride = block >> 1; stride > 0u; stride >>= 1) {
       for (uint i = t; i < size / 2u; i += WG) {
         const uint a = (i / stride) * 2u * stride + (i % stride), b = a + stride;
-        const uint ka = s_keys[a], kb = s_keys[b];
+        const uint ka = s_pool[MERGE_KEYS + a], kb = s_pool[MERGE_KEYS + b];
         if ((ka > kb) == ((a & block) == 0u)) {
-          s_keys[a] = kb;
-          s_keys[b] = ka;
+          s_pool[MERGE_KEYS + a] = kb;
+          s_pool[MERGE_KEYS + b] = ka;
         }
       }
       barrier();
@@ -122,9 +154,9 @@ void select_and_write(uint count, uint keep, uint query, uint row0, uint in_at, 
   for (uint s = t; s < (final ? push.k : keep); s += WG) {
     uint d = NONE, index = NONE;
     if (s < keep) {
-      const uint key = s_keys[s], local = key & 0xFFFFu;
+      const uint key = s_pool[MERGE_KEYS + s], local = key & 0xFFFFu;
       d = key >> 16;
-      index = from_codes ? row0 + local : scratch.words[push.scratch_word + 2u * (in_at + local) + 1u];
+      index = scratch.words[push.scratch_word + 2u * (in_at + local) + 1u];
     }
     if (final) {
       const uint at = (push.query_begin + query) * push.k + s;
@@ -138,60 +170,254 @@ void select_and_write(uint count, uint keep, uint query, uint row0, uint in_at, 
   barrier();  // shared memory is reused by the next call
 }
 
-void main() {
+void merge() {
   const uint t = gl_LocalInvocationID.x;
-  const uint k = push.k;
-  if ((push.flags & FERRY_HAMMING_FROM_CODES) != 0u) {
-    const uint tile = gl_WorkGroupID.y * QT;  // the tile's first query in the slice
-    const uint words = push.words;
-    for (uint i = t; i < QT * words; i += WG) {
-      const uint j = i / words, q = tile + j;
-      s_query[j * MAX_WORDS + i % words] =
-          q < push.query_count
-              ? queries.words[push.queries_word + (push.query_begin + q) * words + i % words]
-              : 0u;
+  const uint q = gl_WorkGroupID.y;
+  const uint keep_full = min(push.k, FERRY_HAMMING_MERGE_GROUP);
+  for (uint g = gl_WorkGroupID.x; g < push.groups; g += gl_NumWorkGroups.x) {
+    const uint first = g * FERRY_HAMMING_MERGE_GROUP;
+    const uint count = min(FERRY_HAMMING_MERGE_GROUP, push.items - first);
+    const uint in_at = push.in_base + q * push.in_stride + first;
+    for (uint i = 0u; i < ITEMS_PER_INVOCATION; ++i) {
+      const uint local = i * WG + t;
+      g_dist[i] = local < count ? scratch.words[push.scratch_word + 2u * (in_at + local)] : NONE;
+    }
+    select_and_write(count, min(push.k, count), q, in_at,
+                     push.out_base + q * push.out_stride + g * keep_full);
+  }
+}
+
+// ---- Level 0: the scan ----
+
+#define THRESHOLD(j) s_pool[FERRY_HAMMING_SCAN_THRESHOLDS + (j)]
+#define COUNT(j) s_pool[FERRY_HAMMING_SCAN_COUNTS + (j)]
+#define FLAGS(round) s_pool[FERRY_HAMMING_SCAN_FLAGS + (round) % 3u]
+#define KTH(j) s_pool[FERRY_HAMMING_SCAN_KTH + (j)]
+#define NEED(j) s_pool[FERRY_HAMMING_SCAN_NEED + (j)]
+#define KEPT(j) s_pool[FERRY_HAMMING_SCAN_KEPT + (j)]
+#define LIST(m) s_pool[FERRY_HAMMING_SCAN_LIST + (m)]
+#define HIST(m, digit) s_pool[FERRY_HAMMING_SCAN_HISTOGRAMS + 16u * (m) + (digit)]
+#define KEY(j, i) s_pool[FERRY_HAMMING_SCAN_KEYS + (j) * push.cap + (i)]
+// A compaction holds an invocation's share of the selected buffers in registers.
+#define HELD_PER_INVOCATION ((FERRY_HAMMING_POOL_WORDS - FERRY_HAMMING_SCAN_KEYS + WG - 1) / WG)
+
+// Keeps the `keep` smallest keys of each query j in `selected` (a mask the same in every
+// invocation; COUNT(j) > keep, keys distinct) in its buffer, unordered, with COUNT(j) = keep and
+// KTH(j) = the keep-th smallest. All the selected queries at once: their keys are spread over
+// the workgroup, and the k-th key of each is found 4 bits at a time (a 16-bin histogram per
+// query). The whole workgroup, in uniform control flow, after a barrier that made the buffers
+// and counts visible; ends with one. (lavapipe ends an invocation's loops after 65535 iterations
+// in all, so this takes few: about 8 x (16 + 2 x the selected keys / 256).)
+void keep_smallest(uint selected, uint keep) {
+  const uint t = gl_LocalInvocationID.x;
+  const uint queries = uint(bitCount(selected));
+  const uint cap = push.cap, items = queries * cap;
+  if (t < kTile && ((selected >> t) & 1u) != 0u) {
+    LIST(uint(bitCount(selected & ((1u << t) - 1u)))) = t;
+    KTH(t) = 0u;
+    NEED(t) = keep;
+    KEPT(t) = 0u;
+  }
+  for (int shift = 28; shift >= 0; shift -= 4) {
+    for (uint b = t; b < 16u * queries; b += WG) HIST(b >> 4, b & 15u) = 0u;
+    barrier();
+    const uint high = shift == 28 ? 0u : ~0u << uint(shift + 4);
+    for (uint e = t; e < items; e += WG) {
+      const uint m = e / cap, i = e - m * cap, j = LIST(m);
+      if (i < COUNT(j)) {
+        const uint key = KEY(j, i);
+        if ((key & high) == KTH(j)) atomicAdd(HIST(m, (key >> uint(shift)) & 15u), 1u);
+      }
     }
     barrier();
-    const uint keep_full = min(k, FERRY_HAMMING_CHUNK_ROWS);
-    for (uint g = gl_WorkGroupID.x; g < push.groups; g += gl_NumWorkGroups.x) {
-      const uint row0 = g * FERRY_HAMMING_CHUNK_ROWS;
-      const uint count = min(FERRY_HAMMING_CHUNK_ROWS, push.items - row0);
-      uint acc[QT][ROWS_PER_INVOCATION];
-      for (uint i = 0u; i < ROWS_PER_INVOCATION; ++i) {
-        for (uint j = 0u; j < QT; ++j) acc[j][i] = 0u;
-        const uint local = i * WG + t;
-        if (local < count) {
-          const uint base = push.database_word + (row0 + local) * words;
-          for (uint w = 0u; w < words; ++w) {
-            const uint x = database.words[base + w];
-            for (uint j = 0u; j < QT; ++j) acc[j][i] += uint(bitCount(x ^ s_query[j * MAX_WORDS + w]));
+    // The digit of the rank-`need` key among those sharing the bits found so far.
+    if (t < queries) {
+      const uint j = LIST(t);
+      uint need = NEED(j), digit = 0u;
+      while (HIST(t, digit) < need) need -= HIST(t, digit++);
+      KTH(j) |= digit << uint(shift);
+      NEED(j) = need;
+    }
+    barrier();
+  }
+  // Exactly `keep` keys of each buffer are <= its KTH. Every key is read before any is moved.
+  uint held[HELD_PER_INVOCATION];
+  for (uint h = 0u; h < HELD_PER_INVOCATION; ++h) {
+    const uint e = t + h * WG;
+    held[h] = NONE;
+    if (e < items) {
+      const uint m = e / cap, i = e - m * cap, j = LIST(m);
+      if (i < COUNT(j)) held[h] = KEY(j, i);
+    }
+  }
+  barrier();
+  for (uint h = 0u; h < HELD_PER_INVOCATION; ++h) {
+    if (held[h] != NONE) {
+      const uint j = LIST((t + h * WG) / cap);
+      if (held[h] <= KTH(j)) KEY(j, atomicAdd(KEPT(j), 1u)) = held[h];
+    }
+  }
+  if (t < queries) COUNT(LIST(t)) = keep;
+  barrier();
+}
+
+void scan() {
+  const uint t = gl_LocalInvocationID.x;
+  const uint words = push.words, k = push.k, cap = push.cap;
+  const uint quads = (words + 3u) / 4u;
+  const uint tile = gl_WorkGroupID.y * kTile;  // the tile's first query in the slice
+  const uint tile_queries = min(kTile, push.query_count - tile);
+  // The tile's codes: quad w of query j at s_codes[w * kTile + j]; zeros past a code's end (64-
+  // bit multiples: a last quad may be half) and for queries past the slice.
+  for (uint e = t; e < quads * kTile; e += WG) {
+    const uint w = e / kTile, j = e % kTile;
+    uvec4 quad = uvec4(0u);
+    if (j < tile_queries) {
+      const uint at = push.queries_word + (push.query_begin + tile + j) * words + 4u * w;
+      quad.xy = uvec2(queries.words[at], queries.words[at + 1u]);
+      if (4u * w + 2u < words) quad.zw = uvec2(queries.words[at + 2u], queries.words[at + 3u]);
+    }
+    s_codes[e] = quad;
+  }
+  const uint g = t % kGroups, lane = t / kGroups;
+  const uint full_quads = words / 4u;
+  const bool half_quad = (words & 2u) != 0u;
+
+  for (uint span = gl_WorkGroupID.x; span < push.groups; span += gl_NumWorkGroups.x) {
+    const uint span_begin = span * push.group_items;
+    const uint span_rows = min(push.group_items, push.items - span_begin);
+    // Queries past the slice never take a key (threshold 0).
+    for (uint j = t; j < kTile; j += WG) {
+      COUNT(j) = 0u;
+      THRESHOLD(j) = j < tile_queries ? NONE : 0u;
+    }
+    if (t < 3u) FLAGS(t) = 0u;
+    barrier();
+    // A row enters query i's buffer when its distance is below limit[i], the distance of the
+    // query's threshold key (8191 before it has one: every row passes).
+    uint limit[MAX_QUERIES];
+    for (uint i = 0u; i < kQueries; ++i) limit[i] = THRESHOLD(i * kGroups + g) >> FERRY_HAMMING_POSITION_BITS;
+    const uint span_word = push.database_word + span_begin * words;
+    const uint rounds = (span_rows + ROUND - 1u) / ROUND;
+    for (uint round = 0u; round < rounds; ++round) {
+      uint position[MAX_ROWS], row_word[MAX_ROWS];
+      uint dist[MAX_ROWS][MAX_QUERIES];
+      for (uint r = 0u; r < kRows; ++r) {
+        position[r] = round * ROUND + lane + r * kRowLanes;
+        // Rows past the span read the span's last row (never kept: see below).
+        row_word[r] = span_word + min(position[r], span_rows - 1u) * words;
+        for (uint i = 0u; i < kQueries; ++i) dist[r][i] = 0u;
+      }
+      for (uint w = 0u; w < full_quads; ++w) {
+        uvec4 row[MAX_ROWS];
+        for (uint r = 0u; r < kRows; ++r) {
+          const uint at = row_word[r] + 4u * w;
+          row[r] = uvec4(database.words[at], database.words[at + 1u], database.words[at + 2u],
+                         database.words[at + 3u]);
+        }
+        for (uint i = 0u; i < kQueries; ++i) {
+          const uvec4 query = s_codes[w * kTile + i * kGroups + g];
+          for (uint r = 0u; r < kRows; ++r) {
+            const uvec4 bits = uvec4(bitCount(row[r] ^ query));
+            dist[r][i] += bits.x + bits.y + bits.z + bits.w;
           }
         }
       }
-      for (uint j = 0u; j < QT; ++j) {
-        if (tile + j >= push.query_count) break;  // uniform: the tile is the workgroup's
-        for (uint i = 0u; i < ITEMS_PER_INVOCATION; ++i) {
-          const bool mine = i < ROWS_PER_INVOCATION && i * WG + t < count;
-          g_dist[i] = mine ? acc[j][min(i, ROWS_PER_INVOCATION - 1u)] : NONE;
+      if (half_quad) {
+        uvec2 row[MAX_ROWS];
+        for (uint r = 0u; r < kRows; ++r) {
+          const uint at = row_word[r] + 4u * full_quads;
+          row[r] = uvec2(database.words[at], database.words[at + 1u]);
         }
-        const uint q = tile + j;
-        select_and_write(count, min(k, count), q, row0, 0u,
-                         push.out_base + q * push.out_stride + g * keep_full);
+        for (uint i = 0u; i < kQueries; ++i) {
+          const uvec2 query = s_codes[full_quads * kTile + i * kGroups + g].xy;
+          for (uint r = 0u; r < kRows; ++r) {
+            const uvec2 bits = uvec2(bitCount(row[r] ^ query));
+            dist[r][i] += bits.x + bits.y;
+          }
+        }
+      }
+      // Rare once the thresholds settle. A round adds at most ROUND keys to a buffer; the add
+      // that takes it past cap - ROUND flags it for compaction.
+      for (uint r = 0u; r < kRows; ++r) {
+        for (uint i = 0u; i < kQueries; ++i) {
+          if (dist[r][i] < limit[i] && position[r] < span_rows) {
+            const uint j = i * kGroups + g;
+            const uint slot = atomicAdd(COUNT(j), 1u);
+            KEY(j, slot) = (dist[r][i] << FERRY_HAMMING_POSITION_BITS) | position[r];
+            if (slot == cap - ROUND) atomicOr(FLAGS(round), 1u << j);
+          }
+        }
+      }
+      barrier();
+      // The flags of this round are read by all before the next barrier; those of round + 2
+      // were read before this one and are next set after the next one.
+      const uint flagged = FLAGS(round);
+      if (t == 0u) FLAGS(round + 2u) = 0u;
+      if (flagged != 0u) {  // uniform: every invocation read the same word
+        keep_smallest(flagged, k);
+        if (t < kTile && ((flagged >> t) & 1u) != 0u) THRESHOLD(t) = KTH(t);
+        barrier();
+        for (uint i = 0u; i < kQueries; ++i) limit[i] = THRESHOLD(i * kGroups + g) >> FERRY_HAMMING_POSITION_BITS;
       }
     }
+    // The span's run per query: its min(k, rows) smallest keys (every buffer holds at least
+    // that many), sorted.
+    const uint keep = min(k, span_rows);
+    uint over = 0u;
+    for (uint j = 0u; j < tile_queries; ++j) over |= COUNT(j) > keep ? 1u << j : 0u;
+    if (over != 0u) keep_smallest(over, keep);
+    // Bitonic sort of every buffer at once, each padded to a power of two with NONE (cap holds
+    // it).
+    const uint size_bits = uint(findMSB(keep)) + (bitCount(keep) == 1 ? 0u : 1u);
+    const uint size = 1u << size_bits;
+    for (uint e = t; e < tile_queries << size_bits; e += WG) {
+      const uint i = e & (size - 1u);
+      if (i >= keep) KEY(e >> size_bits, i) = NONE;
+    }
+    barrier();
+    for (uint block = 2u; block <= size; block <<= 1) {
+      for (uint stride = block >> 1; stride > 0u; stride >>= 1) {
+        for (uint e = t; e < tile_queries << (size_bits - 1u); e += WG) {
+          const uint j = e >> (size_bits - 1u), i = e & ((size >> 1) - 1u);
+          const uint a = 2u * i - (i & (stride - 1u)), b = a + stride;
+          const uint ka = KEY(j, a), kb = KEY(j, b);
+          if ((ka > kb) == ((a & block) == 0u)) {
+            KEY(j, a) = kb;
+            KEY(j, b) = ka;
+          }
+        }
+        barrier();
+      }
+    }
+    const bool final = (push.flags & FERRY_HAMMING_FINAL) != 0u;
+    const uint written = final ? k : keep;
+    for (uint e = t; e < tile_queries * written; e += WG) {
+      const uint j = e / written, i = e % written, q = tile + j;
+      uint d = NONE, index = NONE;
+      if (i < keep) {
+        const uint key = KEY(j, i);
+        d = key >> FERRY_HAMMING_POSITION_BITS;
+        index = span_begin + (key & POSITION_MASK);
+      }
+      if (final) {
+        const uint at = (push.query_begin + q) * k + i;
+        distances.words[push.distances_word + at] = d;
+        indices.words[push.indices_word + at] = index;
+      } else {
+        const uint at = push.out_base + q * push.out_stride + span * min(k, push.group_items) + i;
+        scratch.words[push.scratch_word + 2u * at] = d;
+        scratch.words[push.scratch_word + 2u * at + 1u] = index;
+      }
+    }
+    barrier();  // the buffers are reset for the next span
+  }
+}
+
+void main() {
+  if (kTile == 0u) {
+    merge();
   } else {
-    const uint q = gl_WorkGroupID.y;
-    const uint keep_full = min(k, FERRY_HAMMING_MERGE_GROUP);
-    for (uint g = gl_WorkGroupID.x; g < push.groups; g += gl_NumWorkGroups.x) {
-      const uint first = g * FERRY_HAMMING_MERGE_GROUP;
-      const uint count = min(FERRY_HAMMING_MERGE_GROUP, push.items - first);
-      const uint in_at = push.in_base + q * push.in_stride + first;
-      for (uint i = 0u; i < ITEMS_PER_INVOCATION; ++i) {
-        const uint local = i * WG + t;
-        g_dist[i] = local < count ? scratch.words[push.scratch_word + 2u * (in_at + local)] : NONE;
-      }
-      select_and_write(count, min(k, count), q, 0u, in_at,
-                       push.out_base + q * push.out_stride + g * keep_full);
-    }
+    scan();
   }
 }

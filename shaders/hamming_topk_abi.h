@@ -9,11 +9,35 @@
 #define FERRY_SHADERS_HAMMING_TOPK_ABI_H
 
 #define FERRY_HAMMING_WORKGROUP_SIZE 256
-#define FERRY_HAMMING_CHUNK_ROWS 2048     // level 0: rows per workgroup (8 per invocation)
-#define FERRY_HAMMING_QUERY_TILE 4        // level 0: queries per workgroup
 #define FERRY_HAMMING_MERGE_GROUP 16384   // merges: candidates per workgroup (64 per invocation)
 #define FERRY_HAMMING_MAX_BITS 4096
 #define FERRY_HAMMING_MAX_K 1024
+// Level 0, the scan: a workgroup scans a span of rows in rounds of this many rows for a tile of
+// queries (the specialization constant FERRY_HAMMING_TILE_ID: 32, 16, 8 or 4); keys are
+// distance << FERRY_HAMMING_POSITION_BITS | position in the span.
+#define FERRY_HAMMING_ROUND_ROWS 64
+#define FERRY_HAMMING_POSITION_BITS 19
+#define FERRY_HAMMING_MAX_TILE 32
+#define FERRY_HAMMING_MIN_TILE 4
+#define FERRY_HAMMING_TILE_ID 1
+// Shared memory: a pool of 32-bit words that the merges and the scan lay out each their own way,
+// and the scan's query codes as 16-byte quads (tile x ceil(words / 4) of them).
+#define FERRY_HAMMING_POOL_WORDS 6128
+#define FERRY_HAMMING_QUERY_QUADS 512
+// The scan's part of the pool: per query of the tile a threshold key and a key count; 3 words of
+// flags (queries whose buffer needs compacting, one word per round, in turn); the radix select's
+// state per query (the k-th key's bits found so far, the rank still sought, keys kept), the list
+// of the queries it selects for, and their 16-bin histograms; then the tile's key buffers, `cap`
+// keys each.
+#define FERRY_HAMMING_SCAN_THRESHOLDS 0
+#define FERRY_HAMMING_SCAN_COUNTS (FERRY_HAMMING_SCAN_THRESHOLDS + FERRY_HAMMING_MAX_TILE)
+#define FERRY_HAMMING_SCAN_FLAGS (FERRY_HAMMING_SCAN_COUNTS + FERRY_HAMMING_MAX_TILE)
+#define FERRY_HAMMING_SCAN_KTH (FERRY_HAMMING_SCAN_FLAGS + 3)
+#define FERRY_HAMMING_SCAN_NEED (FERRY_HAMMING_SCAN_KTH + FERRY_HAMMING_MAX_TILE)
+#define FERRY_HAMMING_SCAN_KEPT (FERRY_HAMMING_SCAN_NEED + FERRY_HAMMING_MAX_TILE)
+#define FERRY_HAMMING_SCAN_LIST (FERRY_HAMMING_SCAN_KEPT + FERRY_HAMMING_MAX_TILE)
+#define FERRY_HAMMING_SCAN_HISTOGRAMS (FERRY_HAMMING_SCAN_LIST + FERRY_HAMMING_MAX_TILE)
+#define FERRY_HAMMING_SCAN_KEYS (FERRY_HAMMING_SCAN_HISTOGRAMS + 16 * FERRY_HAMMING_MAX_TILE)
 // flags
 #define FERRY_HAMMING_FROM_CODES 1u  // level 0: distances from the codes (else candidates)
 #define FERRY_HAMMING_FINAL 2u       // writes distances and indices (else candidates)
@@ -32,7 +56,9 @@ layout(push_constant, std430) uniform HammingTopkPushConstants {
   FERRY_UINT words;        // 32-bit words per code
   FERRY_UINT k;
   FERRY_UINT items;        // per query: database rows (level 0) or candidates in
-  FERRY_UINT groups;       // per query (tile): ceil(items / group size)
+  FERRY_UINT groups;       // per query (tile): ceil(items / group_items)
+  FERRY_UINT group_items;  // level 0: rows per span; merges: FERRY_HAMMING_MERGE_GROUP
+  FERRY_UINT cap;          // level 0: key buffer entries per query
   FERRY_UINT query_begin;  // the slice's first query (outputs are indexed by the whole query)
   FERRY_UINT query_count;  // queries in the slice
   FERRY_UINT in_base;      // merges: first candidate of the input (candidates)
@@ -47,8 +73,8 @@ layout(push_constant, std430) uniform HammingTopkPushConstants {
 #ifdef __cplusplus
 };
 #undef FERRY_UINT
-static_assert(sizeof(HammingTopkPushConstants) == 64);
-static_assert(offsetof(HammingTopkPushConstants, scratch_word) == 60);
+static_assert(sizeof(HammingTopkPushConstants) == 72);
+static_assert(offsetof(HammingTopkPushConstants, scratch_word) == 68);
 }  // namespace ferry::shaders
 #else
 } push;

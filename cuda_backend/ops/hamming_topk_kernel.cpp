@@ -16,22 +16,10 @@ static_assert(kHammingBlock == ops::kHammingWorkgroupSize);
 static_assert(kHammingMerge == ops::kHammingMergeGroup);
 static_assert(kHammingBits == kHammingMaxCodeBits);
 static_assert(kHammingK == kHammingMaxK);
-// A span is never shorter than a chunk (or the whole database), so the scan's plan needs no more
-// scratch than the one the public call reserved (tests/unit/ops/hamming_topk_plan.cpp).
-static_assert(kHammingScanMaxSpan >= ops::kHammingChunkRows);
+static_assert(kHammingScanLocalBits == ops::kHammingScanPositionBits);
+static_assert(kHammingScanMaxSpan == ops::kHammingScanMaxSpan);
 
 namespace {
-
-// The scan's key buffer per query: room for k keys, k more (so that a large k is not compacted
-// every few rounds) and two rounds (one round adds at most kHammingScanRoundRows per query; a
-// buffer is compacted when the next round could overflow it), and for the final sort's power of
-// two; a multiple of 32.
-unsigned scan_cap(unsigned k) {
-  unsigned cap = (2 * k + 2 * kHammingScanRoundRows + 31) / 32 * 32;
-  unsigned pow2 = 1;
-  while (pow2 < k) pow2 <<= 1;
-  return std::max(cap, pow2);
-}
 
 bool feature_hidden(std::string_view feature) {
   const char* hidden = std::getenv("FERRY_CUDA_HIDE_FEATURES");
@@ -63,7 +51,7 @@ Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
   // 256-bit: k = 10 fastest with 32, k = 100 and 1000 with 8, whose buffers are smaller and
   // whose spans are longer, so their thresholds settle sooner); fewer while the device's shared
   // memory cannot take the block.
-  const unsigned cap = scan_cap(args.k);
+  const unsigned cap = ops::hamming_scan_cap(args.k, kHammingScanRoundRows);
   unsigned fragments = args.k <= 32 ? 4 : 1;
   while (fragments > 1 && hamming_scan_shared_bytes(fragments, cap, args.words) > support_.max_shared_bytes)
     fragments /= 2;
@@ -79,23 +67,18 @@ Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
                       " bytes of shared memory per block; this device offers " +
                       std::to_string(support_.max_shared_bytes));
   }
-  // Spans: enough blocks for two waves over the device, each span at least a chunk (so that the
-  // plan fits the scratch reserved with the default plan) and at most what keys can address.
+  // Spans: two waves of blocks over the device (ops::hamming_scan_span).
   const unsigned tile = 8 * fragments;
-  const std::uint64_t tiles = (std::min<std::uint64_t>(args.queries, 65535) + tile - 1) / tile;
-  const std::uint64_t wanted = 2ull * sm_count_ * static_cast<unsigned>(blocks_per_sm);
-  const std::uint64_t spans = std::max<std::uint64_t>(1, (wanted + tiles - 1) / tiles);
-  std::uint64_t span = (args.rows + spans - 1) / spans;
-  span = (span + kHammingScanRoundRows - 1) / kHammingScanRoundRows * kHammingScanRoundRows;
-  span = std::max<std::uint64_t>(span, std::min<std::uint64_t>(args.rows, ops::kHammingChunkRows));
-  span = std::min<std::uint64_t>(span, kHammingScanMaxSpan);
+  const std::uint32_t span = ops::hamming_scan_span(
+      args.rows, args.queries, tile, kHammingScanRoundRows,
+      std::uint64_t{sm_count_} * static_cast<unsigned>(blocks_per_sm));
 
   // The public call reserved the default plan's scratch (bound last, when it is not 0).
   const bool has_scratch = bindings.size() > 4;
   ops::HammingTopkArgs planned = args;
   planned.scratch_budget = has_scratch ? bindings[4].size : 0;
   FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan,
-                         ops::plan_hamming_topk(planned, "hamming_topk", static_cast<std::uint32_t>(span)));
+                         ops::plan_hamming_topk(planned, "hamming_topk", span));
   HammingLaunch launch;
   const char* roles[] = {"hamming_topk queries", "hamming_topk database",
                          "hamming_topk distances", "hamming_topk indices"};

@@ -86,6 +86,26 @@ std::uint32_t hamming_level_items(std::uint32_t k, std::uint32_t items, std::uin
   return full * hamming_kept(k, group) + hamming_kept(k, rest);
 }
 
+std::uint32_t hamming_scan_span(std::uint32_t rows, std::uint32_t queries, std::uint32_t tile,
+                                std::uint32_t round_rows, std::uint64_t resident_groups) {
+  // A slice has at most 65535 queries (plan_hamming_topk); the grid covers one slice.
+  const std::uint64_t tiles = (std::min<std::uint64_t>(queries, 65535) + tile - 1) / tile;
+  const std::uint64_t wanted = 2 * std::max<std::uint64_t>(resident_groups, 1);
+  const std::uint64_t spans = std::max<std::uint64_t>(1, (wanted + tiles - 1) / tiles);
+  std::uint64_t span = (std::uint64_t{rows} + spans - 1) / spans;
+  span = (span + round_rows - 1) / round_rows * round_rows;
+  span = std::max<std::uint64_t>(span, std::min(rows, kHammingChunkRows));
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(span, kHammingScanMaxSpan));
+}
+
+std::uint32_t hamming_scan_min_cap(std::uint32_t k, std::uint32_t round_rows) {
+  return std::max(k + round_rows, std::bit_ceil(k));
+}
+
+std::uint32_t hamming_scan_cap(std::uint32_t k, std::uint32_t round_rows) {
+  return std::max((2 * k + 2 * round_rows + 31) / 32 * 32, std::bit_ceil(k));
+}
+
 Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const char* call,
                                           std::uint32_t level0_rows) {
   HammingTopkPlan plan;

@@ -64,22 +64,41 @@ void run_hamming_topk_cpu(const HammingTopkArgs& args,
 // ---- The GPU algorithm (docs/OPS.md, "hamming_topk", has it in full) ----
 //
 // Selection by levels, exact at each: level 0 splits the database into groups of `level0_rows`
-// rows (shaders/hamming_topk.comp: chunks of kHammingChunkRows, a workgroup per chunk and
-// kHammingQueryTile queries; cuda_backend/ops/hamming_topk_scan.cuh: spans of many chunks) and
-// keeps, per query, each group's min(k, rows) smallest (distance, index) pairs as a sorted run.
-// Each merge level does the same over groups of kHammingMergeGroup candidates (both backends
-// alike: a histogram of the distances gives the threshold distance T and how many entries at T
-// are needed, a bitmask of the entries at T gives the lowest-positioned of those, and the kept
+// rows (spans: shaders/hamming_topk.comp and cuda_backend/ops/hamming_topk_scan.cuh scan a span
+// per workgroup for a tile of queries, hamming_scan_span picks their length) and keeps, per
+// query, each group's min(k, rows) smallest (distance, index) pairs as a sorted run. Each merge
+// level does the same over groups of kHammingMergeGroup candidates (both backends alike: a
+// histogram of the distances gives the threshold distance T and how many entries at T are
+// needed, a bitmask of the entries at T gives the lowest-positioned of those, and the kept
 // entries are sorted), until one group remains, whose run is the answer (written with padding to
 // the outputs). Runs lie in row order, so among equal distances the position in the candidate
 // array is the index order. Queries run in slices small enough that a slice's candidates fit the
 // scratch budget: two candidate arrays (8 bytes per entry) used in turn by the levels.
 inline constexpr std::uint32_t kHammingWorkgroupSize = 256;
-inline constexpr std::uint32_t kHammingChunkRows = 2048;     // level 0: 8 rows per invocation
-inline constexpr std::uint32_t kHammingQueryTile = 4;        // level 0: queries per workgroup
+// The level-0 group of the default plan, for which the public call reserves scratch; spans are
+// never shorter than min(rows, this), so a plan of spans fits that scratch.
+inline constexpr std::uint32_t kHammingChunkRows = 2048;
 inline constexpr std::uint32_t kHammingMergeGroup = 16384;   // merges: 64 per invocation
 inline constexpr std::uint32_t kHammingCandidateBytes = 8;   // distance, index (uint32 each)
 inline constexpr std::uint64_t kHammingScratchTarget = 4ull << 20;  // per command, when possible
+// Level 0's scan keys are distance << kHammingScanPositionBits | row position in the span (the
+// distance is at most 4096: 13 bits), so a span has at most 2^19 rows.
+inline constexpr std::uint32_t kHammingScanPositionBits = 19;
+inline constexpr std::uint32_t kHammingScanMaxSpan = 1u << kHammingScanPositionBits;
+
+// The rows of one level-0 span: enough spans that the grid (spans x query tiles of `tile`) is two
+// waves of `resident_groups` workgroups, each span a multiple of `round_rows` rows, at least
+// min(rows, kHammingChunkRows) (so that the plan fits the scratch the public call reserved) and
+// at most kHammingScanMaxSpan.
+std::uint32_t hamming_scan_span(std::uint32_t rows, std::uint32_t queries, std::uint32_t tile,
+                                std::uint32_t round_rows, std::uint64_t resident_groups);
+
+// A scan's key buffer per query: room for k keys, k more (so that a large k is not compacted
+// every few rounds) and two rounds of `round_rows` (a buffer is compacted to k keys when the
+// next round could overflow it), and for the final sort's power of two; a multiple of 32. The
+// least that works is hamming_scan_min_cap.
+std::uint32_t hamming_scan_cap(std::uint32_t k, std::uint32_t round_rows);
+std::uint32_t hamming_scan_min_cap(std::uint32_t k, std::uint32_t round_rows);
 
 // One dispatch (per query slice).
 struct HammingPass {
@@ -110,9 +129,9 @@ std::uint32_t hamming_level_items(std::uint32_t k, std::uint32_t items, std::uin
 
 // The passes for `args` with at most args.scratch_budget bytes of scratch; resource_exhausted
 // when one query's candidates do not fit it. `call` names the public call in messages.
-// `level0_rows`: the database rows of one level-0 group (kHammingChunkRows for the shader and
-// the CUDA popcount-per-chunk kernel; the CUDA scan kernel takes larger spans, never fewer than
-// min(rows, kHammingChunkRows), so its plan needs no more scratch than this default one).
+// `level0_rows`: the database rows of one level-0 group (kHammingChunkRows: the plan the public
+// call reserves scratch for; the backends' scan kernels take spans, never fewer than
+// min(rows, kHammingChunkRows) rows, so their plans need no more scratch than this default one).
 Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const char* call,
                                           std::uint32_t level0_rows = kHammingChunkRows);
 

@@ -5,6 +5,7 @@
 
 #include <volk.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,32 +26,48 @@ struct HostMemoryImport {
   std::uint64_t pointer_alignment = 0;  // minImportedHostPointerAlignment
 };
 
-// The optional device features an op's shader may need. Each op's pipeline says which it needs
-// (kNeeds); physical_devices.cpp reads which the device has; the VkDevice enables those of the
-// ops it can run, and an op whose needs are not all there is refused when recorded, naming what
+// The optional device features an op's shader may need, and the compute limits above Vulkan's
+// minimums it relies on. Each op's pipeline says which it needs (kNeeds); physical_devices.cpp
+// reads which the device has; the VkDevice enables the features of the ops it can run, and an op
+// whose needs are not all there is refused when recorded (and by Device::supports), naming what
 // is missing. A new op needing a feature not listed here adds it here and in those two places.
 struct DeviceFeatures {
   bool shader_int64 = false;           // shaderInt64
   bool storage_buffer_8bit = false;    // storageBuffer8BitAccess
   bool storage_buffer_16bit = false;   // storageBuffer16BitAccess
+  std::uint32_t compute_shared_bytes = 0;    // maxComputeSharedMemorySize, at least
+  std::uint32_t workgroup_invocations = 0;   // maxComputeWorkGroupInvocations, at least
 
-  // Every feature either has.
+  // Every feature either has, the larger of each limit.
   DeviceFeatures operator|(const DeviceFeatures& other) const {
     return {shader_int64 || other.shader_int64, storage_buffer_8bit || other.storage_buffer_8bit,
-            storage_buffer_16bit || other.storage_buffer_16bit};
+            storage_buffer_16bit || other.storage_buffer_16bit,
+            std::max(compute_shared_bytes, other.compute_shared_bytes),
+            std::max(workgroup_invocations, other.workgroup_invocations)};
   }
-  // The Vulkan names of the features this has and `available` lacks, comma separated; empty when
-  // none.
+  // The Vulkan names of the features this has and `available` lacks, and of the limits it
+  // needs above `available`'s, comma separated; empty when none.
   std::string missing_from(const DeviceFeatures& available) const {
     std::string missing;
-    auto check = [&](bool needed, bool present, const char* name) {
-      if (!needed || present) return;
+    auto add = [&](const std::string& what) {
       if (!missing.empty()) missing += ", ";
-      missing += name;
+      missing += what;
+    };
+    auto check = [&](bool needed, bool present, const char* name) {
+      if (needed && !present) add(name);
+    };
+    auto check_limit = [&](std::uint32_t needed, std::uint32_t present, const char* name) {
+      if (needed > present) {
+        add(std::string(name) + " of " + std::to_string(needed) + " (it has " +
+            std::to_string(present) + ")");
+      }
     };
     check(shader_int64, available.shader_int64, "shaderInt64");
     check(storage_buffer_8bit, available.storage_buffer_8bit, "storageBuffer8BitAccess");
     check(storage_buffer_16bit, available.storage_buffer_16bit, "storageBuffer16BitAccess");
+    check_limit(compute_shared_bytes, available.compute_shared_bytes, "maxComputeSharedMemorySize");
+    check_limit(workgroup_invocations, available.workgroup_invocations,
+                "maxComputeWorkGroupInvocations");
     return missing;
   }
 };

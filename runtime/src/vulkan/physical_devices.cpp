@@ -242,6 +242,8 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
   device.features.shader_int64 = features.features.shaderInt64 == VK_TRUE;
   device.features.storage_buffer_8bit = features12.storageBuffer8BitAccess == VK_TRUE;
   device.features.storage_buffer_16bit = features11.storageBuffer16BitAccess == VK_TRUE;
+  device.features.compute_shared_bytes = device.limits.maxComputeSharedMemorySize;
+  device.features.workgroup_invocations = device.limits.maxComputeWorkGroupInvocations;
   if (const char* hidden = std::getenv("FERRY_VULKAN_HIDE_FEATURES");
       hidden != nullptr && hidden[0] != '\0') {
     FERRY_RETURN_IF_ERROR(hide_features(hidden, device.features));

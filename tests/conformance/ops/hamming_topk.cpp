@@ -69,7 +69,25 @@ struct SearchCase {
   std::uint32_t k = 1;
   std::size_t distinct = 0;       // 0: random codes
   bool queries_from_rows = false;  // each query a copy of a database row (distance 0 present)
+  bool nearing = false;  // rows ever nearer to the queries: row r has bits - r * bits / rows
+                         // random bits set, the queries few (a running threshold keeps falling)
 };
+
+// Row r: (bits - r * bits / rows) random bits set; a query: up to 3 random bits set.
+void make_nearing(std::mt19937_64& rng, const SearchCase& c, std::vector<std::byte>& database,
+                  std::vector<std::byte>& queries) {
+  const std::size_t code = c.bits / 8;
+  std::vector<std::uint32_t> order(c.bits);
+  for (std::uint32_t b = 0; b < c.bits; ++b) order[b] = b;
+  auto set_bits = [&](std::byte* row, std::uint64_t count) {
+    std::memset(row, 0, code);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (std::uint64_t b = 0; b < count; ++b) row[order[b] / 8] |= std::byte{1} << (order[b] % 8);
+  };
+  for (std::size_t r = 0; r < c.rows; ++r)
+    set_bits(database.data() + r * code, c.bits - std::uint64_t{r} * c.bits / c.rows);
+  for (std::size_t i = 0; i < c.queries; ++i) set_bits(queries.data() + i * code, rng() % 4);
+}
 
 // Runs one search on `device` with every binding at an offset inside a larger, poisoned buffer;
 // checks the bytes around the outputs survive and returns the outputs.
@@ -112,9 +130,12 @@ TopK run_search(const ferry::Device& device, std::span<const std::byte> queries,
 
 void check_case(BackendUnderTest& t, const ferry::Device& device, const SearchCase& c) {
   INFO("bits " << c.bits << ", queries " << c.queries << ", rows " << c.rows << ", k " << c.k
-               << ", distinct codes " << c.distinct << (c.queries_from_rows ? ", queries = rows" : ""));
-  const std::vector<std::byte> database = make_codes(t.rng, c.rows, c.bits, c.distinct);
+               << ", distinct codes " << c.distinct
+               << std::string(c.queries_from_rows ? ", queries = rows" : "")
+               << std::string(c.nearing ? ", rows ever nearer" : ""));
+  std::vector<std::byte> database = make_codes(t.rng, c.rows, c.bits, c.distinct);
   std::vector<std::byte> queries = make_codes(t.rng, c.queries, c.bits, 0);
+  if (c.nearing) make_nearing(t.rng, c, database, queries);
   if (c.queries_from_rows) {
     const std::size_t code = c.bits / 8;
     for (std::size_t i = 0; i < c.queries; ++i)
@@ -148,7 +169,12 @@ TEST_CASE("hamming_topk: random and tied codes of every length, any k and size, 
         {192, 7, 9001, 64, 40},               // 40 codes, ties across chunks
         {256, 2, 40000, 1024},                // level 0, then two merge levels
         {256, 41, 60000, 10, 500},            // enough work for the CPU backend's threads
-        {256, 70, 300000, 10},                // CUDA: query tiles, spans, many compactions
+        {256, 70, 300000, 10},                // query tiles, spans, many compactions
+        {256, 33, 20000, 5, 2},               // two codes: ties in every buffer; a 1-query tile
+        {4096, 17, 3000, 5},                  // the longest codes: tiles of 16, one partial
+        {320, 9, 7000, 700, 0, true},         // a large k: tiles of 4, half a quad of code
+        {256, 40, 30000, 10, 0, false, true},  // nearer rows keep coming: compaction after
+        {512, 5, 20000, 200, 0, false, true},  // compaction, thresholds ever lower
     };
     for (const SearchCase& c : cases) check_case(t, t.device, c);
   });

@@ -1,4 +1,4 @@
-// The passes of hamming_topk's GPU plan (pure function, no GPU), replayed on the host as the
+// The passes of hamming_topk's GPU plan (pure functions, no GPU), replayed on the host as the
 // shader and the CUDA kernel run them: each pass's groups keep their smallest (distance,
 // position) entries into the scratch offsets and strides the plan gives, slice after slice. The
 // replay must equal a brute-force search, never touch scratch outside the plan's bytes, and never
@@ -6,12 +6,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <random>
 #include <utility>
 #include <vector>
 
 #include "ops/hamming_topk.hpp"
+#include "vulkan/ops/hamming_topk_plan.hpp"
 
 namespace {
 
@@ -149,4 +151,92 @@ TEST_CASE("hamming_topk plan: a query that cannot fit the scratch budget is an e
   const auto plan = ferry::ops::plan_hamming_topk(args, "test");
   REQUIRE(!plan.ok());
   CHECK(plan.status().code() == ferry::ErrorCode::resource_exhausted);
+}
+
+TEST_CASE("hamming_topk plan: scan spans cover the rows within the key's reach and the scratch") {
+  using ferry::ops::hamming_scan_span;
+  using ferry::ops::kHammingChunkRows;
+  using ferry::ops::kHammingScanMaxSpan;
+  std::mt19937_64 rng(0x5ca4);
+  const std::uint32_t rows_cases[] = {1, 63, 64, 2047, 2048, 2049, 40000, 1000000, 1u << 19,
+                                      (1u << 19) + 1, 300000000, 0xFFFFFFFEu};
+  for (const std::uint32_t rows : rows_cases) {
+    for (const std::uint32_t queries : {1u, 5u, 32u, 1000u, 70000u}) {
+      for (const std::uint32_t tile : {4u, 8u, 32u}) {
+        for (const std::uint32_t round : {64u, 128u}) {
+          for (const std::uint64_t resident : {0ull, 1ull, 16ull, 1056ull, 1ull << 20}) {
+            INFO("rows " << rows << ", queries " << queries << ", tile " << tile << ", round "
+                         << round << ", resident " << resident);
+            const std::uint32_t span = hamming_scan_span(rows, queries, tile, round, resident);
+            CHECK(span <= kHammingScanMaxSpan);
+            CHECK(span >= std::min(rows, kHammingChunkRows));
+            // A round multiple unless the chunk floor or the key's reach decided.
+            CHECK((span % round == 0 || span == std::min(rows, kHammingChunkRows)));
+            // Spans for two waves of `resident` workgroups over the tiles: each span the
+            // shortest round multiple that makes that many, unless a bound decided.
+            const std::uint64_t tiles = (std::min(queries, 65535u) + tile - 1) / tile;
+            const std::uint64_t wanted = 2 * std::max<std::uint64_t>(resident, 1);
+            const std::uint64_t spans = std::max<std::uint64_t>(1, (wanted + tiles - 1) / tiles);
+            const std::uint64_t even = (std::uint64_t{rows} + spans - 1) / spans;
+            if (span < kHammingScanMaxSpan) CHECK(span >= even);
+            if (span > std::min(rows, kHammingChunkRows)) CHECK(span - round < even);
+          }
+        }
+      }
+    }
+  }
+  // Spans as the backends pick them keep every plan within the default plan's scratch, and the
+  // replay exact.
+  for (const std::uint32_t rows : {2049u, 9001u, 70000u}) {
+    HammingTopkArgs args{8, 3, rows, 100, 64 << 20};
+    std::vector<std::vector<std::uint32_t>> dist(args.queries, std::vector<std::uint32_t>(rows));
+    for (auto& row : dist)
+      for (auto& d : row) d = static_cast<std::uint32_t>(rng() % 30);
+    for (const std::uint64_t resident : {1ull, 64ull, 1056ull})
+      replay(args, dist, hamming_scan_span(rows, args.queries, 8, 64, resident));
+  }
+}
+
+TEST_CASE("hamming_topk plan: scan buffers hold k, a round and the sort's power of two") {
+  using ferry::ops::hamming_scan_cap;
+  using ferry::ops::hamming_scan_min_cap;
+  for (std::uint32_t k = 1; k <= ferry::kHammingMaxK; ++k) {
+    for (const std::uint32_t round : {64u, 128u}) {
+      INFO("k " << k << ", round " << round);
+      CHECK(hamming_scan_min_cap(k, round) >= k + round);
+      CHECK(hamming_scan_min_cap(k, round) >= std::bit_ceil(k));
+      CHECK(hamming_scan_cap(k, round) >= hamming_scan_min_cap(k, round));
+      CHECK(hamming_scan_cap(k, round) % 32 == 0);
+    }
+  }
+}
+
+TEST_CASE("hamming_topk plan: the Vulkan scan's tile and buffers fit its shared memory") {
+  using ferry::vulkan::hamming_scan_shape;
+  for (std::uint32_t k = 1; k <= ferry::kHammingMaxK; ++k) {
+    for (std::uint32_t words = 2; words <= ferry::kHammingMaxCodeBits / 32; words += 2) {
+      for (const std::uint32_t queries : {1u, 9u, 1000u}) {
+        for (const std::uint32_t preferred : {0u, 4u, 8u, 16u, 32u}) {
+          const ferry::vulkan::HammingScanShape shape = hamming_scan_shape(k, words, queries, preferred);
+          const bool ok =
+              std::has_single_bit(shape.tile) && shape.tile >= FERRY_HAMMING_MIN_TILE &&
+              shape.tile <= FERRY_HAMMING_MAX_TILE && (preferred == 0 || shape.tile <= preferred) &&
+              (preferred != 0 || shape.tile == FERRY_HAMMING_MIN_TILE || shape.tile / 2 < queries) &&
+              shape.tile * ((words + 3) / 4) <= FERRY_HAMMING_QUERY_QUADS &&
+              FERRY_HAMMING_SCAN_KEYS + shape.tile * shape.cap <= FERRY_HAMMING_POOL_WORDS &&
+              shape.cap >= ferry::ops::hamming_scan_min_cap(k, FERRY_HAMMING_ROUND_ROWS);
+          if (!ok) {
+            FAIL("k " << k << ", words " << words << ", queries " << queries << ", preferred tile "
+                      << preferred << ": tile " << shape.tile << ", cap " << shape.cap);
+          }
+        }
+      }
+    }
+  }
+  // The common searches take the tiles of the CUDA scan: 32 queries for k = 10, 8 for k = 100.
+  CHECK(hamming_scan_shape(10, 8, 1000).tile == 32);
+  CHECK(hamming_scan_shape(100, 8, 1000).tile == 8);
+  CHECK(hamming_scan_shape(10, 128, 1000).tile == 16);  // 4096-bit codes: the codes' quads decide
+  CHECK(hamming_scan_shape(10, 8, 16).tile == 16);      // few queries: a tile they fill
+  CHECK(hamming_scan_shape(10, 8, 17).tile == 32);
 }

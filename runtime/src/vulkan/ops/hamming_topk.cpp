@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cstdlib>
 #include <string>
+#include <string_view>
+#include <thread>
 
 #include "ferry/shaders/hamming_topk.comp.spv.h"
-#include "hamming_topk_abi.h"
 #include "ops/hamming_topk.hpp"
 #include "vulkan/buffer.hpp"
+#include "vulkan/ops/hamming_topk_plan.hpp"
 #include "vulkan/spirv_layout.hpp"
 
 namespace ferry::vulkan {
@@ -16,21 +20,44 @@ namespace {
 using shaders::HammingTopkPushConstants;
 constexpr spirv::PushConstantLayout kLayout = spirv::push_constant_layout(shaders::hamming_topk_spv);
 static_assert(kLayout.found, "hamming_topk.comp must declare one push-constant block");
-static_assert(kLayout.member_count == 16);
+static_assert(kLayout.member_count == 18);
 static_assert(kLayout.offsets[0] == offsetof(HammingTopkPushConstants, flags));
-static_assert(kLayout.offsets[15] == offsetof(HammingTopkPushConstants, scratch_word));
+static_assert(kLayout.offsets[5] == offsetof(HammingTopkPushConstants, group_items));
+static_assert(kLayout.offsets[6] == offsetof(HammingTopkPushConstants, cap));
+static_assert(kLayout.offsets[17] == offsetof(HammingTopkPushConstants, scratch_word));
 // The shader's constants are the plan's.
 static_assert(FERRY_HAMMING_WORKGROUP_SIZE == ops::kHammingWorkgroupSize);
-static_assert(FERRY_HAMMING_CHUNK_ROWS == ops::kHammingChunkRows);
-static_assert(FERRY_HAMMING_QUERY_TILE == ops::kHammingQueryTile);
 static_assert(FERRY_HAMMING_MERGE_GROUP == ops::kHammingMergeGroup);
 static_assert(FERRY_HAMMING_MAX_BITS == kHammingMaxCodeBits);
 static_assert(FERRY_HAMMING_MAX_K == kHammingMaxK);
+static_assert(FERRY_HAMMING_POSITION_BITS == ops::kHammingScanPositionBits);
+// 32 KiB: what lavapipe offers (NVIDIA: 48 KiB).
+static_assert(kHammingSharedBytes <= 32768);
 
-// The shader's shared memory: histogram, tie mask, keys, query tile, partial sums, 4 words.
-constexpr std::uint32_t kSharedBytes =
-    4 * ((kHammingMaxCodeBits + 1) + ops::kHammingMergeGroup / 32 + kHammingMaxK +
-         ops::kHammingQueryTile * kHammingMaxCodeBits / 32 + ops::kHammingWorkgroupSize + 4);
+// lavapipe (llvmpipe) ends an invocation's loops once they have run 65535 iterations in all
+// (LP_MAX_TGSI_LOOP_ITERATIONS, shared by every loop of the shader): on a CPU implementation a
+// workgroup scans at most this many rows (64 rounds), so that even a compaction every round (a
+// few hundred iterations each) stays far below. Bindings there are at most 128 MiB, so spans this
+// short still fit the grid (a workgroup takes one span).
+constexpr std::uint32_t kCpuMaxSpan = 4096;
+static_assert(kCpuMaxSpan >= ops::kHammingChunkRows && kCpuMaxSpan % FERRY_HAMMING_ROUND_ROWS == 0);
+
+// For measurements: the scan's preferred tile (hamming_scan_shape).
+constexpr const char* kTileVariable = "FERRY_VULKAN_HAMMING_TILE";
+
+// The workgroups the device runs at once, for the spans' length: from its compute units where the
+// driver says (NVIDIA), one per thread on a CPU implementation, else 1024 (2^18 invocations).
+std::uint64_t resident_groups(const DeviceContext& context) {
+  constexpr std::uint32_t kGroup = FERRY_HAMMING_WORKGROUP_SIZE;
+  if (context.compute_units != 0 && context.threads_per_compute_unit != 0) {
+    return std::uint64_t{context.compute_units} *
+           std::max<std::uint32_t>(context.threads_per_compute_unit / kGroup, 1);
+  }
+  if (context.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    return std::max(1u, std::thread::hardware_concurrency());
+  }
+  return (1u << 18) / kGroup;
+}
 
 constexpr std::array<const char*, 5> kRoles = {"queries", "database", "distances", "indices",
                                                "scratch"};
@@ -60,32 +87,79 @@ Status HammingTopkPipeline::create(const DeviceContext& context) {
   max_window_bytes_ = limits.maxStorageBufferRange;
   max_groups_x_ = std::min<std::uint32_t>(limits.maxComputeWorkGroupCount[0], 65535);
   max_groups_y_ = limits.maxComputeWorkGroupCount[1];
+  resident_groups_ = resident_groups(context);
+  if (context.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU) max_span_ = kCpuMaxSpan;
+  if (const char* tile = std::getenv(kTileVariable); tile != nullptr && tile[0] != '\0') {
+    const std::string_view value(tile);
+    for (const std::uint32_t allowed : {4u, 8u, 16u, 32u}) {
+      if (value == std::to_string(allowed)) preferred_tile_ = allowed;
+    }
+    if (preferred_tile_ == 0) {
+      return Status(ErrorCode::invalid_argument, std::string(kTileVariable) + ": '" +
+                                                     std::string(value) +
+                                                     "' is not 4, 8, 16 or 32");
+    }
+  }
   FERRY_RETURN_IF_ERROR(program_.create(context, shaders::hamming_topk_spv, 5,
                                         sizeof(HammingTopkPushConstants)));
-  if (limits.maxComputeSharedMemorySize < kSharedBytes ||
-      limits.maxComputeWorkGroupInvocations < ops::kHammingWorkgroupSize) {
-    return Status();  // check() says why
-  }
-  FERRY_ASSIGN_OR_RETURN(pipeline_, program_.make_pipeline());
+  // The device offers the shader's shared memory and workgroup size (kNeeds), or it would not
+  // be here; check() says so again if it ever is.
+  if (!kNeeds.missing_from(context.features).empty()) return Status();
+  FERRY_ASSIGN_OR_RETURN(merge_pipeline_, make_pipeline(0));
   return Status();
+}
+
+Result<VkPipeline> HammingTopkPipeline::make_pipeline(std::uint32_t tile) const {
+  const VkSpecializationMapEntry entry{FERRY_HAMMING_TILE_ID, 0, sizeof(std::uint32_t)};
+  VkSpecializationInfo specialization{};
+  specialization.mapEntryCount = 1;
+  specialization.pMapEntries = &entry;
+  specialization.dataSize = sizeof(tile);
+  specialization.pData = &tile;
+  Result<VkPipeline> pipeline = program_.make_pipeline(&specialization);
+  if (!pipeline.ok()) {
+    Status status = pipeline.status();
+    status.with_context(tile == 0 ? std::string("hamming_topk on Vulkan: making the merge pipeline")
+                                  : "hamming_topk on Vulkan: making the scan pipeline for tiles of " +
+                                        std::to_string(tile) + " queries");
+    return status;
+  }
+  return pipeline;
+}
+
+Result<VkPipeline> HammingTopkPipeline::scan_pipeline(std::uint32_t tile) const {
+  if (tile < FERRY_HAMMING_MIN_TILE || tile > FERRY_HAMMING_MAX_TILE || !std::has_single_bit(tile)) {
+    return Status(ErrorCode::internal, "hamming_topk on Vulkan: no scan pipeline for tiles of " +
+                                           std::to_string(tile) + " queries");
+  }
+  const int index = std::countr_zero(FERRY_HAMMING_MAX_TILE / tile);  // 32 -> 0 ... 4 -> 3
+  std::lock_guard lock(scan_mutex_);
+  VkPipeline& pipeline = scan_pipelines_[static_cast<std::size_t>(index)];
+  if (pipeline == VK_NULL_HANDLE) {
+    FERRY_ASSIGN_OR_RETURN(pipeline, make_pipeline(tile));
+  }
+  return pipeline;
 }
 
 void HammingTopkPipeline::destroy() noexcept {
   if (context_ == nullptr) return;
-  if (pipeline_ != VK_NULL_HANDLE) context_->vk.vkDestroyPipeline(context_->device, pipeline_, nullptr);
-  pipeline_ = VK_NULL_HANDLE;
+  const VolkDeviceTable& vk = context_->vk;
+  for (VkPipeline& pipeline : scan_pipelines_) {
+    if (pipeline != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, pipeline, nullptr);
+    pipeline = VK_NULL_HANDLE;
+  }
+  if (merge_pipeline_ != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, merge_pipeline_, nullptr);
+  merge_pipeline_ = VK_NULL_HANDLE;
   program_.destroy();
   context_ = nullptr;
 }
 
 Status HammingTopkPipeline::check(const ops::HammingTopkArgs&,
                                   std::span<const backend::Binding> bindings) const {
-  if (pipeline_ == VK_NULL_HANDLE) {
+  if (merge_pipeline_ == VK_NULL_HANDLE) {
     return Status(ErrorCode::unavailable,
-                  "the device's compute shared memory (" +
-                      std::to_string(context_->limits.maxComputeSharedMemorySize) +
-                      " bytes) or workgroup size is below what the search shader needs (" +
-                      std::to_string(kSharedBytes) + " bytes, 256 invocations)");
+                  "hamming_topk on Vulkan: " + context_->device_name + " lacks " +
+                      kNeeds.missing_from(context_->features) + ", which its shader needs");
   }
   for (std::size_t i = 0; i < bindings.size(); ++i) {
     const Window window = window_of(bindings[i], offset_alignment_);
@@ -102,11 +176,22 @@ Status HammingTopkPipeline::check(const ops::HammingTopkArgs&,
 
 Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::HammingTopkArgs& args,
                                    std::span<const backend::Binding> bindings) const {
+  // Level 0 scans spans of rows for tiles of queries (hamming_topk_plan.hpp); the plan is made
+  // for those spans within the scratch the public call reserved (bound last, when not 0).
+  const HammingScanShape shape = hamming_scan_shape(args.k, args.words, args.queries, preferred_tile_);
+  const std::uint32_t span =
+      std::min(ops::hamming_scan_span(args.rows, args.queries, shape.tile,
+                                      FERRY_HAMMING_ROUND_ROWS, resident_groups_),
+               max_span_);
+  const bool has_scratch = bindings.size() > 4;
+  ops::HammingTopkArgs planned = args;
+  planned.scratch_budget = has_scratch ? bindings[4].size : 0;
   FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan,
-                         ops::plan_hamming_topk(args, "hamming_topk"));
-  if (plan.scratch_bytes > 0 && bindings.size() < 5) {
+                         ops::plan_hamming_topk(planned, "hamming_topk", span));
+  if (plan.scratch_bytes > 0 && !has_scratch) {
     return Status(ErrorCode::internal, "hamming_topk: the plan needs scratch memory, none bound");
   }
+  FERRY_ASSIGN_OR_RETURN(const VkPipeline scan, scan_pipeline(shape.tile));
   const VolkDeviceTable& vk = context_->vk;
   std::array<Window, 5> windows{};
   for (std::size_t i = 0; i < 4; ++i) windows[i] = window_of(bindings[i], offset_alignment_);
@@ -114,10 +199,16 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
   windows[4] = plan.scratch_bytes > 0 ? window_of(bindings[4], offset_alignment_) : windows[3];
   std::array<VkDescriptorBufferInfo, 5> infos{};
   for (std::size_t i = 0; i < infos.size(); ++i) infos[i] = windows[i].info;
-  vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
-  program_.push_storage_buffers(command_buffer, infos);
+  VkPipeline bound = VK_NULL_HANDLE;
   for (std::size_t p = 0; p < plan.passes.size(); ++p) {
     const ops::HammingPass& pass = plan.passes[p];
+    const VkPipeline pipeline = pass.from_codes ? scan : merge_pipeline_;
+    if (pipeline != bound) {
+      // Push descriptors and constants survive a pipeline change: the layout is the same.
+      vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+      if (bound == VK_NULL_HANDLE) program_.push_storage_buffers(command_buffer, infos);
+      bound = pipeline;
+    }
     if (p > 0) {
       // Each pass reads the candidates the one before wrote, and overwrites what an earlier one
       // read.
@@ -130,6 +221,8 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
     push.k = args.k;
     push.items = pass.items;
     push.groups = pass.groups;
+    push.group_items = pass.group_items;
+    push.cap = shape.cap;
     push.query_begin = pass.query_begin;
     push.query_count = pass.query_count;
     push.in_base = pass.in_base;
@@ -144,8 +237,7 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
     vk.vkCmdPushConstants(command_buffer, program_.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
                           sizeof(push), &push);
     const std::uint32_t rows_of_groups =
-        pass.from_codes ? (pass.query_count + ops::kHammingQueryTile - 1) / ops::kHammingQueryTile
-                        : pass.query_count;
+        pass.from_codes ? (pass.query_count + shape.tile - 1) / shape.tile : pass.query_count;
     if (rows_of_groups > max_groups_y_) {
       return Status(ErrorCode::internal, "hamming_topk: a slice of " +
                                              std::to_string(pass.query_count) +

@@ -1,39 +1,66 @@
-// hamming_topk on Vulkan: the compute pipeline of shaders/hamming_topk.comp, one dispatch per pass
-// of the plan (ops/hamming_topk.hpp), with five storage buffers bound with push descriptors.
+// hamming_topk on Vulkan: the compute pipelines of shaders/hamming_topk.comp, one dispatch per
+// pass of the plan (ops/hamming_topk.hpp), with five storage buffers bound with push descriptors.
+// One pipeline per path (specialization constants): the merges', made with the device, and the
+// level-0 scan's for each tile size (hamming_topk_plan.hpp), each made the first time a search
+// needs it.
 #pragma once
 
 #include <volk.h>
 
+#include <array>
+#include <cstdint>
+#include <mutex>
 #include <span>
 
 #include "core/backend.hpp"
+#include "hamming_topk_abi.h"
+#include "ops/hamming_topk.hpp"
 #include "vulkan/compute_program.hpp"
 #include "vulkan/context.hpp"
 
 namespace ferry::vulkan {
 
+// The shader's shared memory: the pool, the query codes' quads and 4 words.
+inline constexpr std::uint32_t kHammingSharedBytes =
+    4 * FERRY_HAMMING_POOL_WORDS + 16 * FERRY_HAMMING_QUERY_QUADS + 4 * 4;
+
 class HammingTopkPipeline {
  public:
-  static constexpr DeviceFeatures kNeeds{};  // nothing optional (shared memory: see check)
+  // Nothing optional; the shared memory and workgroup size the shader takes.
+  static constexpr DeviceFeatures kNeeds{.compute_shared_bytes = kHammingSharedBytes,
+                                         .workgroup_invocations = FERRY_HAMMING_WORKGROUP_SIZE};
 
   HammingTopkPipeline() = default;
   HammingTopkPipeline(const HammingTopkPipeline&) = delete;
   HammingTopkPipeline& operator=(const HammingTopkPipeline&) = delete;
   ~HammingTopkPipeline() { destroy(); }
 
+  // The merges' pipeline, the grid's shape from the device (and FERRY_VULKAN_HAMMING_TILE).
   Status create(const DeviceContext& context);
   void destroy() noexcept;
 
   // unavailable when the device has too little shared memory for the shader or a binding is
   // larger than maxStorageBufferRange.
   Status check(const ops::HammingTopkArgs& args, std::span<const backend::Binding> bindings) const;
+  // Safe to call from several threads at once (on different command buffers).
   Status record(VkCommandBuffer command_buffer, const ops::HammingTopkArgs& args,
                 std::span<const backend::Binding> bindings) const;
 
  private:
+  // The scan's pipeline for tiles of `tile` queries (32, 16, 8 or 4), made now if no search
+  // needed it before.
+  Result<VkPipeline> scan_pipeline(std::uint32_t tile) const;
+  // tile 0: the merges.
+  Result<VkPipeline> make_pipeline(std::uint32_t tile) const;
+
   const DeviceContext* context_ = nullptr;
   ComputeProgram program_;
-  VkPipeline pipeline_ = VK_NULL_HANDLE;  // null when the device's shared memory is too small
+  VkPipeline merge_pipeline_ = VK_NULL_HANDLE;  // null when the device cannot run the shader
+  mutable std::mutex scan_mutex_;               // guards scan_pipelines_
+  mutable std::array<VkPipeline, 4> scan_pipelines_{};  // tiles 32, 16, 8, 4
+  std::uint64_t resident_groups_ = 1;  // workgroups the device runs at once (an estimate)
+  std::uint32_t max_span_ = ops::kHammingScanMaxSpan;  // kCpuMaxSpan on a CPU implementation
+  std::uint32_t preferred_tile_ = 0;   // FERRY_VULKAN_HAMMING_TILE, 0 when unset
   std::uint64_t offset_alignment_ = 1;
   std::uint64_t max_window_bytes_ = 0;
   std::uint32_t max_groups_x_ = 65535;
