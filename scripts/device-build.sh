@@ -12,7 +12,7 @@ rm -rf .device
 mkdir -p .device/bin
 for exe in cli/ferry tests/ferry_conformance tests/ferry_unit_tests \
            samples/hello_transfer/hello_transfer samples/image_ingest/image_ingest \
-           samples/egress_pipeline/egress_pipeline; do
+           samples/egress_pipeline/egress_pipeline samples/vector_search/vector_search; do
   cp "build/device/$exe" .device/bin/
 done
 strip .device/bin/*

@@ -153,7 +153,6 @@ ScanKernel scan_kernel(unsigned fragments, bool mma) {
     case 1: return mma ? scan::hamming_scan_kernel<1, true> : scan::hamming_scan_kernel<1, false>;
     case 2: return mma ? scan::hamming_scan_kernel<2, true> : scan::hamming_scan_kernel<2, false>;
     case 4: return mma ? scan::hamming_scan_kernel<4, true> : scan::hamming_scan_kernel<4, false>;
-    case 8: return mma ? scan::hamming_scan_kernel<8, true> : scan::hamming_scan_kernel<8, false>;
     default: return nullptr;
   }
 }
@@ -169,7 +168,7 @@ cudaError_t prepare_hamming_scan(HammingScanSupport& support) {
   if (cudaError_t e = cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
       e != cudaSuccess)
     return e;
-  for (const unsigned fragments : {1u, 2u, 4u, 8u}) {
+  for (const unsigned fragments : {1u, 2u, 4u}) {
     for (const bool mma : {false, true}) {
       if (cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(scan_kernel(fragments, mma)),
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
@@ -180,7 +179,7 @@ cudaError_t prepare_hamming_scan(HammingScanSupport& support) {
   // The tensor-core path needs the device (sm_80+) and code built for it: machine code, or PTX,
   // of an sm_80 or later architecture (a build for older ones compiles it to a trap).
   cudaFuncAttributes attributes{};
-  if (cudaError_t e = cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(scan_kernel(8, true)));
+  if (cudaError_t e = cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(scan_kernel(4, true)));
       e != cudaSuccess)
     return e;
   support.mma = major >= 8 && attributes.binaryVersion >= 80 && attributes.ptxVersion >= 80;

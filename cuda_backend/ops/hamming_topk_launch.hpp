@@ -30,7 +30,7 @@ struct HammingLaunch {
   bool from_codes = false;   // level 0: the scan kernel; else the merge kernel
   bool final = false;
   bool mma = false;          // level 0: distances on the binary tensor cores
-  unsigned fragments = 0;    // level 0: queries per block / 8 (1, 2, 4 or 8)
+  unsigned fragments = 0;    // level 0: queries per block / 8 (1, 2 or 4)
   unsigned cap = 0;          // level 0: key buffer entries per query
   std::uint32_t words = 0;
   std::uint32_t k = 0;
