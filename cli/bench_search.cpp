@@ -5,6 +5,7 @@
 // binary_quantize throughput and database scale.
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include <unistd.h>
+
+#include "ferry/binary_index.hpp"
 
 #include "baselines/cuda_popcount.hpp"
 #include "baselines/faiss_search.hpp"
@@ -37,11 +40,19 @@ constexpr OptionSpec kOptions[] = {
     {.name = "--sweeps", .kind = OptionKind::choices, .metavar = "LIST",
      .help = "more tables: k (1, 10, 100, 1000 at 256 bits), bits (64, 256, 1024 at k = 10), "
              "quantize (binary_quantize of --rows x BITS float32 against a device-to-device "
-             "copy), scale (--scale-rows x 256-bit, k = 10), or all",
-     .fallback = "", .quick = "all", .choices = "k,bits,quantize,scale,all"},
+             "copy), scale (--scale-rows x 256-bit, k = 10), stream (a BinaryIndex whose codes "
+             "all stay in host memory, --stream-rows x 256-bit, against an upload of the same "
+             "bytes), or all",
+     .fallback = "", .quick = "all", .choices = "k,bits,quantize,scale,stream,all"},
     {.name = "--scale-rows", .kind = OptionKind::sizes, .metavar = "LIST",
      .help = "database rows of the scale sweep (rows that do not fit in memory are skipped)",
      .fallback = "10000000,100000000", .quick = "50000"},
+    {.name = "--stream-rows", .kind = OptionKind::sizes, .metavar = "LIST",
+     .help = "database rows of the stream sweep", .fallback = "8000000", .quick = "40000"},
+    {.name = "--stream-queries", .kind = OptionKind::count, .metavar = "N",
+     .help = "queries per search of the stream sweep (few: the upload, not the search, is "
+             "measured)",
+     .fallback = "16", .quick = "8", .min = 1, .max = 1'000'000},
     {.name = "--check-queries", .kind = OptionKind::count, .metavar = "N",
      .help = "queries per search whose top-k is checked against a brute-force search (spread "
              "over the batch; --queries checks every one)",
@@ -651,6 +662,143 @@ Status quantize_table(Bench& bench) {
   return ok_status();
 }
 
+// ---- A database past the device budget, streamed from host memory ----
+
+// Float rows whose sign bits are the codes' bits (x = +1 for a 1 bit, -1 for a 0), so that the
+// index's codes (x > 0) are exactly `codes` and the brute-force truth holds for its search.
+void expand_codes(std::span<const std::byte> codes, std::span<float> rows) {
+  for (std::size_t j = 0; j < rows.size(); ++j)
+    rows[j] = (std::to_integer<unsigned>(codes[j / 8]) >> (j % 8)) & 1u ? 1.0f : -1.0f;
+}
+
+Status stream_table(Bench& bench) {
+  constexpr std::uint32_t kBits = kScaleBits, kK = kDefaultK;
+  constexpr std::uint64_t kAddRows = 1u << 18;  // rows per add(): 256 MiB of floats
+  const auto queries = static_cast<std::uint32_t>(bench.number("--stream-queries"));
+  const auto min_time = std::chrono::milliseconds(bench.number("--min-time-ms"));
+  Section& table = bench.report.add_section(
+      "Streamed: a BinaryIndex with no device budget for codes (all in host memory), " +
+          std::to_string(queries) + " queries, 256-bit codes, k = 10",
+      "stream");
+  table.columns = {{"rows", "rows", Unit::count},
+                   {"codes", "code_bytes", Unit::bytes},
+                   {"search ms", "search_ms", Unit::ms},
+                   {"streamed GB/s", "stream_gbps", Unit::gbps},
+                   {"upload GB/s", "upload_gbps", Unit::gbps},
+                   {"stream/upload", "stream_over_upload", Unit::ratio},
+                   {"checked", "checked_queries", Unit::count}};
+  table.notes = {
+      "search: BinaryIndex::search (binary codes only, no rescoring) with "
+      "BinaryIndexMemory::code_budget_bytes = 0 and the default staging (4 slabs of 16 MiB): "
+      "every search streams all the codes through the pool, chunk i + 1's upload overlapping "
+      "chunk i's search; streamed GB/s: code bytes over the search's wall time. upload: "
+      "ferry::upload of the same bytes from host memory to a device buffer through a pool of "
+      "the same slabs, submitted and waited for. Checked: the sampled queries' ids and "
+      "distances against a brute-force search on the host."};
+  bench.skipped = {"Skipped stream sizes", "skipped_stream", {},
+                   {{"rows", "rows"}, {"reason", "reason"}}};
+  const Device& device = bench.device;
+  for (std::uint64_t rows : bench.options.sizes("--stream-rows")) {
+    rows = std::min<std::uint64_t>(rows, kHammingMaxDatabaseRows - 1);
+    Codes codes;
+    codes.bits = kBits;
+    codes.rows = rows;
+    codes.queries = queries;
+    const std::uint64_t code_bytes = rows * codes.code_bytes();
+    // Host: the codes, the index's copy of them, a batch of floats; device: one copy (upload).
+    if (!bench.fits({rows}, code_bytes + (64 << 20), 2 * code_bytes + kAddRows * kBits * 4))
+      continue;
+    FERRY_RETURN_IF_ERROR(bench.progress("stream: building the index of " + std::to_string(rows) +
+                                         " rows"));
+    codes.host_database.resize(code_bytes);
+    codes.host_queries.resize(std::uint64_t{queries} * codes.code_bytes());
+    fill_random(codes.host_database, 0x57EA + rows);
+    fill_random(codes.host_queries, 0x57EB + rows);
+    for (std::uint32_t q = 0; q < queries; q += 7) {  // some queries at distance 0 from a row
+      std::memcpy(codes.host_queries.data() + q * codes.code_bytes(),
+                  codes.host_database.data() + (mix64(q) % rows) * codes.code_bytes(),
+                  codes.code_bytes());
+    }
+    BinaryIndexOptions options;
+    options.dims = kBits;
+    options.memory.code_budget_bytes = 0;
+    FERRY_ASSIGN_OR_RETURN(BinaryIndex index, BinaryIndex::create(device, options));
+    std::vector<float> floats(kAddRows * kBits);
+    for (std::uint64_t first = 0; first < rows; first += kAddRows) {
+      const std::uint64_t n = std::min(kAddRows, rows - first);
+      expand_codes(std::span(codes.host_database).subspan(first * codes.code_bytes(), n * codes.code_bytes()),
+                   std::span(floats).first(n * kBits));
+      FERRY_RETURN_IF_ERROR(
+          index.add(std::span<const float>(floats).first(n * kBits), n).status());
+    }
+    if (index.stats().device_code_rows != 0) {
+      return Status(ErrorCode::internal, "bench search: the stream index keeps " +
+                                             std::to_string(index.stats().device_code_rows) +
+                                             " rows' codes on the device; expected none");
+    }
+    std::vector<float> query_floats(std::uint64_t{queries} * kBits);
+    expand_codes(codes.host_queries, query_floats);
+    const SearchParams params{.k = kK};
+    Result<SearchResults> results = Status(ErrorCode::internal, "no search yet");
+    auto search = [&]() -> Result<double> {
+      return wall_time([&]() -> Status {
+        results = index.search(std::span<const float>(query_floats), queries, params);
+        return results.status();
+      });
+    };
+    FERRY_RETURN_IF_ERROR(bench.progress("stream: searching " + std::to_string(rows) + " rows"));
+    FERRY_ASSIGN_OR_RETURN(const double first, search());
+    const std::vector<std::uint32_t> sample = sample_queries(queries, bench.number("--check-queries"));
+    const std::vector<Entries> truth = truth_of(codes, sample, kK);
+    for (std::size_t i = 0; i < sample.size(); ++i) {
+      for (std::uint32_t j = 0; j < kK; ++j) {
+        const std::uint64_t at = std::uint64_t{sample[i]} * kK + j;
+        const bool real = j < truth[i].size();
+        const std::uint64_t want_id = real ? truth[i][j].second : kBinaryIndexNoId;
+        const bool same_score = real ? results->scores[at] == static_cast<float>(truth[i][j].first)
+                                     : std::isnan(results->scores[at]);
+        if (results->ids[at] != want_id || !same_score) {
+          return Status(ErrorCode::internal,
+                        "wrong streamed result: query " + std::to_string(sample[i]) + " rank " +
+                            std::to_string(j) + ": got id " + std::to_string(results->ids[at]) +
+                            ", the brute-force search has " + std::to_string(want_id));
+        }
+      }
+    }
+    FERRY_ASSIGN_OR_RETURN(const Timing streamed, repeat(settings_after(first, min_time),
+                                                         [&](std::uint64_t) { return search(); }));
+    // The baseline: the same bytes uploaded through a pool of the index's slabs.
+    FERRY_ASSIGN_OR_RETURN(Buffer target, device.create_buffer(code_bytes));
+    FERRY_ASSIGN_OR_RETURN(StagingPool pool,
+                           reserved_pool(device, MemoryKind::host_upload,
+                                         options.memory.staging_slab_bytes,
+                                         options.memory.staging_slabs));
+    const Queue upload_queue = device.queue(QueueKind::upload);
+    FERRY_ASSIGN_OR_RETURN(const Timing uploaded,
+                           time_each({.warmup = 1, .min_reps = 3, .min_time = min_time},
+                                     [&]() -> Status {
+                                       FERRY_ASSIGN_OR_RETURN(
+                                           TimelinePoint done,
+                                           upload(upload_queue, pool, codes.host_database, target, 0));
+                                       return done.wait(kWaitTimeout);
+                                     }));
+    const double stream_gbps = static_cast<double>(code_bytes) / streamed.median_seconds / 1e9;
+    const double upload_gbps = static_cast<double>(code_bytes) / uploaded.median_seconds / 1e9;
+    table.add_row({rows, code_bytes, streamed.median_seconds * 1e3, stream_gbps, upload_gbps,
+                   stream_gbps / upload_gbps, std::uint64_t{sample.size()}});
+    bench.report.summary.emplace_back(
+        "stream " + std::to_string(rows) + " x 256-bit",
+        "streamed/upload " + ratio_text(stream_gbps / upload_gbps) + " (" +
+            format_value(stream_gbps, Unit::gbps) + " of " + format_value(upload_gbps, Unit::gbps) +
+            " GB/s)");
+  }
+  if (table.rows.empty()) bench.report.sections.pop_back();
+  if (!bench.skipped.rows.empty()) bench.report.sections.push_back(std::move(bench.skipped));
+  bench.skipped = {};
+  bench.publish();
+  return ok_status();
+}
+
 // ---- The bench ----
 
 Status measure(Bench& bench) {
@@ -710,6 +858,7 @@ Status measure(Bench& bench) {
                                        "it would take minutes here)",
                                        "scale", configs, false));
   }
+  if (swept("stream")) FERRY_RETURN_IF_ERROR(stream_table(bench));
   return ok_status();
 }
 
@@ -748,7 +897,9 @@ const Command kBenchSearch = {
         "found at build time (its distances checked too), and on CUDA devices a plain popcount\n"
         "kernel computing every distance without top-k. --sweeps adds k and code length\n"
         "sweeps, binary_quantize in GB/s of float input against a device-to-device copy, and\n"
-        "10M / 100M-row databases where memory allows (else listed as skipped).\n",
+        "10M / 100M-row databases where memory allows (else listed as skipped), and a\n"
+        "BinaryIndex whose codes stream from host memory at every search against an upload\n"
+        "of the same bytes.\n",
     .options = kOptions,
     .run = run,
 };

@@ -16,6 +16,9 @@ for exe in cli/ferry tests/ferry_conformance tests/ferry_unit_tests \
   cp "build/device/$exe" .device/bin/
 done
 strip .device/bin/*
+# Each binary carries ferry and its CUDA kernels for five architectures: compressed, the set fits
+# the device tool's 64 MiB carry (device-run.sh unpacks it).
+tar cJf .device/bin.tar.xz -C .device bin && rm -rf .device/bin
 
 # The Vulkan loader and validation layer for a machine that has only the NVIDIA driver.
 if [ ! -d .gl ] || [ -z "$(ls .gl/*.deb 2>/dev/null)" ]; then

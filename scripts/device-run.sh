@@ -23,6 +23,7 @@ shift
 steps=${*:-check soak sanitize bench}
 mkdir -p "$out/logs"
 bin=.device/bin
+[ -f .device/bin.tar.xz ] && tar xJf .device/bin.tar.xz -C .device  # device-build.sh packed it
 
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
