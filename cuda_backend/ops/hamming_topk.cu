@@ -190,7 +190,7 @@ cudaError_t prepare_hamming_scan(HammingScanSupport& support) {
 unsigned hamming_scan_shared_bytes(unsigned fragments, unsigned cap, unsigned words) {
   const unsigned queries = 8 * fragments;
   const unsigned code_words = queries * ((words + 7) / 8 * 8);  // either layout of the codes
-  return 4 * (3 * queries + (kHammingBlock / 32) * 256 + queries * cap + code_words);
+  return 4 * (3 * queries + (kHammingBlock / 32) * 256 + queries * cap + code_words + 1);
 }
 
 cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, unsigned shared_bytes,

@@ -145,8 +145,9 @@ __device__ __forceinline__ RowFragment load_first_step(const std::uint32_t* span
                                                        unsigned tg) {
   const unsigned lb = la + 8u;
   const bool va = la < span_rows, vb = lb < span_rows;
-  const std::uint32_t* ra = span_codes + std::uint64_t{la} * words;
-  const std::uint32_t* rb = span_codes + std::uint64_t{lb} * words;
+  // 32-bit offsets: a span's codes are at most 2^19 rows of 128 words.
+  const std::uint32_t* ra = span_codes + la * words;
+  const std::uint32_t* rb = span_codes + lb * words;
   RowFragment r;
   r.a[0] = va && tg < words ? __ldg(ra + tg) : 0u;
   r.a[1] = vb && tg < words ? __ldg(rb + tg) : 0u;
@@ -156,8 +157,8 @@ __device__ __forceinline__ RowFragment load_first_step(const std::uint32_t* span
 }
 
 // Shared memory: thresholds, counts and popcounts of the tile's queries, a 256-word histogram
-// per warp (keep_smallest), the queries' key buffers (cap each), then the query codes (mma: B
-// fragments, uint2 per lane; else plain rows).
+// per warp (keep_smallest), the queries' key buffers (cap each), the query codes (mma: B
+// fragments, uint2 per lane; else plain rows), then a word saying when a compaction last ran.
 // Four blocks an SM (64 registers): at 80, three, and 1000 x 1M x 256-bit k = 10 takes ~20% longer
 // on an H100 (measured).
 template <unsigned Fragments, bool Mma>
@@ -171,6 +172,8 @@ __global__ void __launch_bounds__(kHammingBlock, 4) hamming_scan_kernel(HammingL
   unsigned* histograms = shared + 3 * kQueries;
   unsigned* keys = histograms + kWarps * 256;
   unsigned* codes = keys + kQueries * p.cap;
+  // The last round (+ 1) of the span in which a warp compacted a buffer (and moved a threshold).
+  unsigned* compacted_round = codes + kQueries * ((p.words + 7u) / 8u * 8u);
 
   const unsigned t = threadIdx.x, lane = t & 31u, warp = t >> 5, g = lane >> 2, tg = lane & 3u;
   const unsigned words = p.words, steps = (words + 7u) / 8u;
@@ -217,6 +220,7 @@ __global__ void __launch_bounds__(kHammingBlock, 4) hamming_scan_kernel(HammingL
       count[j] = 0;
       threshold[j] = j < queries ? kNoKey : 0u;
     }
+    if (t == 0) *compacted_round = 0;
     __syncthreads();
     const std::uint32_t* span_codes = p.database + std::uint64_t{span_begin} * words;
     const unsigned rounds = (span_rows + kRoundRows - 1) / kRoundRows;
@@ -224,23 +228,27 @@ __global__ void __launch_bounds__(kHammingBlock, 4) hamming_scan_kernel(HammingL
     // before (measured on an H100, 1000 x 1M x 256-bit: k = 100 3.07 -> 2.56 ms).
     RowFragment next{};
     if (Mma) next = load_first_step(span_codes, warp * kTileRows + g, span_rows, words, tg);
-    for (unsigned round = 0; round < rounds; ++round) {
-      // A row of this round enters a query's buffer when its distance is below the distance of
-      // the query's threshold key: every row of a later round has a larger index than the keys
-      // kept, so a row at that distance would rank after the threshold key. With d = popc(q) +
-      // x, x = popc(row) - 2 popc(q AND row): x < limit = threshold distance - popc(q). No
-      // threshold yet: 8191 (past any distance); a query past the tile: 0 (nothing passes).
-      int limit[Fragments][2];
+    // A row of a round enters a query's buffer when its distance is below the distance of the
+    // query's threshold key: every row of a later round has a larger index than the keys kept,
+    // so a row at that distance would rank after the threshold key. With d = popc(q) + x, x =
+    // popc(row) - 2 popc(q AND row): x < limit = threshold distance - popc(q). No threshold yet:
+    // 8191 (past any distance); a query past the tile: 0 (nothing passes). Held in registers,
+    // read again only after a round that compacted.
+    int limit[Fragments][2];
+    const auto load_limits = [&] {
 #pragma unroll
       for (unsigned f = 0; f < Fragments; ++f) {
         limit[f][0] = static_cast<int>(threshold[8 * f + 2 * tg] >> kHammingScanLocalBits) - popc_q[f][0];
         limit[f][1] = static_cast<int>(threshold[8 * f + 2 * tg + 1] >> kHammingScanLocalBits) - popc_q[f][1];
       }
+    };
+    load_limits();
+    for (unsigned round = 0; round < rounds; ++round) {
       // This thread's rows: la (mma rows g) and lb (g + 8) of the warp's tile.
       const unsigned la = round * kRoundRows + warp * kTileRows + g, lb = la + 8u;
       const bool va = la < span_rows, vb = lb < span_rows;
-      const std::uint32_t* ra = span_codes + std::uint64_t{la} * words;
-      const std::uint32_t* rb = span_codes + std::uint64_t{lb} * words;
+      const std::uint32_t* ra = span_codes + la * words;
+      const std::uint32_t* rb = span_codes + lb * words;
       // x[f][e]: e = 0, 1: row la, queries 8f + 2tg, + 1; e = 2, 3: row lb, the same queries.
       int x[Fragments][4];
       if (Mma) {
@@ -306,19 +314,21 @@ __global__ void __launch_bounds__(kHammingBlock, 4) hamming_scan_kernel(HammingL
             x[f][e] = ((e < 2 ? va : vb) ? static_cast<int>(d[f][e]) : kAbsent) - popc_q[f][e & 1u];
         }
       }
-      // Keys below their query's limit go to its buffer: rare once the thresholds settle.
-      unsigned pass = 0;
+      // Keys below their query's limit go to its buffer: rare once the thresholds settle, so
+      // the common test is one compare per distance, or-ed into one flag (ISETP's predicate
+      // combine), and the keys are made only when a lane of the warp has one.
+      bool any = false;
 #pragma unroll
       for (unsigned f = 0; f < Fragments; ++f) {
 #pragma unroll
-        for (unsigned e = 0; e < 4; ++e) pass |= x[f][e] < limit[f][e & 1u] ? 1u << (4 * f + e) : 0u;
+        for (unsigned e = 0; e < 4; ++e) any = any || x[f][e] < limit[f][e & 1u];
       }
-      if (__any_sync(kFull, pass != 0)) {
+      if (__any_sync(kFull, any)) {
 #pragma unroll
         for (unsigned f = 0; f < Fragments; ++f) {
 #pragma unroll
           for (unsigned e = 0; e < 4; ++e) {
-            if (pass & (1u << (4 * f + e))) {
+            if (x[f][e] < limit[f][e & 1u]) {
               const unsigned j = 8u * f + 2u * tg + (e & 1u);
               const unsigned distance = static_cast<unsigned>(x[f][e] + popc_q[f][e & 1u]);
               keys[j * p.cap + atomicAdd(&count[j], 1u)] =
@@ -332,10 +342,14 @@ __global__ void __launch_bounds__(kHammingBlock, 4) hamming_scan_kernel(HammingL
       for (unsigned j = warp; j < queries; j += kWarps) {
         if (count[j] > p.cap - kRoundRows) {
           const unsigned kth = keep_smallest(keys + j * p.cap, count + j, p.k, lane, histograms + warp * 256);
-          if (lane == 0) threshold[j] = kth;
+          if (lane == 0) {
+            threshold[j] = kth;
+            atomicExch(compacted_round, round + 1);  // several warps may: the same value
+          }
         }
       }
       __syncthreads();
+      if (*compacted_round == round + 1) load_limits();  // the same for the whole block
     }
     // The span's result per query: its min(k, rows) smallest keys, sorted.
     const unsigned keep = min(p.k, span_rows);
