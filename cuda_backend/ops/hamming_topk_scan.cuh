@@ -140,22 +140,6 @@ struct RowFragment {
   unsigned a[4];
 };
 
-__device__ __forceinline__ RowFragment load_first_step(const std::uint32_t* span_codes, unsigned la,
-                                                       unsigned span_rows, unsigned words,
-                                                       unsigned tg) {
-  const unsigned lb = la + 8u;
-  const bool va = la < span_rows, vb = lb < span_rows;
-  // 32-bit offsets: a span's codes are at most 2^19 rows of 128 words.
-  const std::uint32_t* ra = span_codes + la * words;
-  const std::uint32_t* rb = span_codes + lb * words;
-  RowFragment r;
-  r.a[0] = va && tg < words ? __ldg(ra + tg) : 0u;
-  r.a[1] = vb && tg < words ? __ldg(rb + tg) : 0u;
-  r.a[2] = va && tg + 4u < words ? __ldg(ra + tg + 4u) : 0u;
-  r.a[3] = vb && tg + 4u < words ? __ldg(rb + tg + 4u) : 0u;
-  return r;
-}
-
 // Shared memory: thresholds, counts and popcounts of the tile's queries, a 256-word histogram
 // per warp (keep_smallest), the queries' key buffers (cap each), the query codes (mma: B
 // fragments, uint2 per lane; else plain rows), then a word saying when a compaction last ran.
@@ -227,7 +211,21 @@ __global__ void __launch_bounds__(kHammingBlock, 4) hamming_scan_kernel(HammingL
     // The rows' first mma step is loaded a round ahead, so that its latency overlaps the round
     // before (measured on an H100, 1000 x 1M x 256-bit: k = 100 3.07 -> 2.56 ms).
     RowFragment next{};
-    if (Mma) next = load_first_step(span_codes, warp * kTileRows + g, span_rows, words, tg);
+    // The thread's word tg of its row a in the coming round: a cursor, advanced a round at a time
+    // (the addressing stays a few instructions in the loop).
+    const bool word_lo = tg < words, word_hi = tg + 4u < words;
+    const unsigned row_b = 8u * words;  // row b's offset from row a
+    const std::uint32_t* cursor = span_codes + (warp * kTileRows + g) * words + tg;
+    const auto load_first_step = [&](unsigned la) {
+      const bool va = la < span_rows, vb = la + 8u < span_rows;
+      RowFragment r;
+      r.a[0] = va && word_lo ? __ldg(cursor) : 0u;
+      r.a[1] = vb && word_lo ? __ldg(cursor + row_b) : 0u;
+      r.a[2] = va && word_hi ? __ldg(cursor + 4) : 0u;
+      r.a[3] = vb && word_hi ? __ldg(cursor + row_b + 4) : 0u;
+      return r;
+    };
+    if (Mma) next = load_first_step(warp * kTileRows + g);
     // A row of a round enters a query's buffer when its distance is below the distance of the
     // query's threshold key: every row of a later round has a larger index than the keys kept,
     // so a row at that distance would rank after the threshold key. With d = popc(q) + x, x =
@@ -253,7 +251,10 @@ __global__ void __launch_bounds__(kHammingBlock, 4) hamming_scan_kernel(HammingL
       int x[Fragments][4];
       if (Mma) {
         const RowFragment first = next;
-        if (round + 1 < rounds) next = load_first_step(span_codes, la + kRoundRows, span_rows, words, tg);
+        if (round + 1 < rounds) {
+          cursor += kRoundRows * words;
+          next = load_first_step(la + kRoundRows);
+        }
         const uint2* fragments = reinterpret_cast<const uint2*>(codes) + lane;
         unsigned acc[Fragments][4];
 #pragma unroll
