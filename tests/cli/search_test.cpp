@@ -154,7 +154,12 @@ Result hamming_truth(const Codes& db, const Codes& queries, std::uint32_t k) {
     std::vector<std::pair<int, std::int32_t>> all;
     for (std::uint64_t r = 0; r < db.rows; ++r) {
       int d = 0;
-      for (std::uint64_t b = 0; b < db.bytes; ++b) d += std::popcount(static_cast<unsigned>(db.row(r)[b] ^ queries.row(q)[b]));
+      for (std::uint64_t b = 0; b < db.bytes; b += 8) {  // code rows are whole 64-bit words
+        std::uint64_t x = 0, y = 0;
+        std::memcpy(&x, db.row(r) + b, 8);
+        std::memcpy(&y, queries.row(q) + b, 8);
+        d += std::popcount(x ^ y);
+      }
       all.emplace_back(d, static_cast<std::int32_t>(r));
     }
     std::sort(all.begin(), all.end());
@@ -378,6 +383,44 @@ TEST_CASE("search: --rescore l2, float16 .npy, k above the rows, JSON file") {
   CHECK(parsed.ids == truth.ids);
   check_scores(parsed.values, truth.values);
   CHECK(ran.out.find("out.json") != std::string::npos);  // the summary line
+}
+
+TEST_CASE("search: 4096-bit codes, database and queries added in several steps") {
+  ferry::test::TempDir dir("ferry-search");
+  std::mt19937_64 rng(std::random_device{}());
+  // 16 MiB steps of codes expanded to float16: 2048 rows of 4096 bits.
+  const Codes db = random_codes(rng, 4099, 512, 512), queries = random_codes(rng, 2050, 512, 2);
+  write_codes(dir / "base.bvecs", db);
+  write_codes(dir / "q.bvecs", queries);
+  const Ran ran = ferry_search(dir, {"--db", (dir / "base.bvecs").string(), "--queries",
+                                     (dir / "q.bvecs").string(), "--k", "3", "--out",
+                                     (dir / "ids.ivecs").string(), "--distances",
+                                     (dir / "d.npy").string()});
+  REQUIRE(ran.exit == 0);
+  const Result truth = hamming_truth(db, queries, 3);
+  CHECK(read_matrix<std::int32_t>(dir / "ids.ivecs", VectorElement::int32, 2050, 3) == truth.ids);
+  const auto distances = read_matrix<std::int32_t>(dir / "d.npy", VectorElement::int32, 2050, 3);
+  CHECK(std::vector<float>(distances.begin(), distances.end()) == truth.values);
+}
+
+TEST_CASE("search: --rescore with k * oversample above 1024 lowers the oversampling") {
+  ferry::test::TempDir dir("ferry-search");
+  std::mt19937_64 rng(std::random_device{}());
+  const Floats db = random_floats(rng, 1100, 33), queries = random_floats(rng, 3, 33);
+  write_floats(dir / "base.fvecs", db);
+  write_floats(dir / "q.fvecs", queries);
+  const std::uint32_t k = 300, oversample = 3;  // --oversample 4 lowered to floor(1024 / 300)
+  const Ran ran = ferry_search(dir, {"--db", (dir / "base.fvecs").string(), "--queries",
+                                     (dir / "q.fvecs").string(), "--k", "300", "--rescore",
+                                     "--json"});
+  REQUIRE(ran.exit == 0);
+  const auto t = zero_thresholds(db);
+  const Result candidates = hamming_truth(quantize(db, t), quantize(queries, t), k * oversample);
+  const Result truth = rescore_truth(db, queries, candidates, k * oversample, k, false);
+  const Result parsed = parse_json(ran.out, "scores", k);
+  CHECK(parsed.ids == truth.ids);
+  check_scores(parsed.values, truth.values);
+  CHECK(ran.out.find("\"oversample\": 3") != std::string::npos);
 }
 
 // ---- Errors ----
