@@ -2,7 +2,8 @@
 // (.fvecs / .bvecs / .npy, tools/vector_files.hpp), searched on one device by
 // ferry::BinaryIndex; the results written as .ivecs / .npy files or JSON.
 #include <algorithm>
-#include <bit>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -11,10 +12,11 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
-#include <optional>
+#include <span>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
+
+#include <sys/stat.h>
 
 #include "ferry/binary_index.hpp"
 #include "ferry/device.hpp"
@@ -74,7 +76,6 @@ constexpr std::uint64_t kMaxIds = 0x7FFFFFFFull;   // ids written as int32
 
 // A database or query file, and how the index takes its rows.
 struct Input {
-  std::string role;  // "database", "queries"
   fs::path path;
   VectorMatrix matrix;
   bool codes = false;       // uint8 rows: packed codes, used as they are
@@ -92,8 +93,8 @@ Status bad_file(const fs::path& path, const std::string& what) {
   return Status(ErrorCode::invalid_argument, path.string() + ": " + what);
 }
 
-Result<Input> read_input(const std::string& role, const fs::path& path) {
-  Input input{role, path, {}};
+Result<Input> read_input(const fs::path& path) {
+  Input input{path, {}};
   FERRY_ASSIGN_OR_RETURN(input.matrix, vector_files::read_vectors(path));
   const VectorMatrix& m = input.matrix;
   if (m.rows() == 0) return bad_file(path, "no rows (shape (0, " + std::to_string(m.dims()) + "))");
@@ -210,8 +211,9 @@ Result<Found> search(const Device& device, const Input& db, const Input& queries
     }
   } else {
     // One add: the mean threshold is that of the whole database.
-    FERRY_RETURN_IF_ERROR(
-        index.add(db.matrix.bytes(), db.matrix.rows()).status().with_context("adding the database"));
+    FERRY_RETURN_IF_ERROR(index.add(db.matrix.bytes(), db.matrix.rows())
+                              .status()
+                              .with_context("adding the database"));
   }
   found.add_seconds = since(added);
 
@@ -221,8 +223,8 @@ Result<Found> search(const Device& device, const Input& db, const Input& queries
   all.k = k;
   all.ids.reserve(total * k);
   all.scores.reserve(total * k);
-  const std::uint64_t step =
-      queries.codes ? code_step_rows(queries) : std::uint64_t{std::numeric_limits<std::uint32_t>::max()};
+  const std::uint64_t step = queries.codes ? code_step_rows(queries)
+                                            : std::numeric_limits<std::uint32_t>::max();
   const auto searched = Clock::now();
   for (std::uint64_t first = 0; first < total; first += step) {
     const auto rows = static_cast<std::uint32_t>(std::min(step, total - first));
@@ -344,9 +346,11 @@ void write_json(std::ostream& out, const Options& options, const RunInfo& run) {
       << "  \"device\": " << json_quote(run.device) << ",\n";
   input_json(out, "database", *run.db);
   input_json(out, "queries", *run.queries);
-  const std::uint64_t code_bits = run.db->codes ? run.db->dims : binary_code_bytes(run.db->dims) * 8;
+  const std::uint64_t code_bits =
+      run.db->codes ? run.db->dims : binary_code_bytes(run.db->dims) * 8;
   out << "  \"code_bits\": " << code_bits << ",\n  \"k\": " << results.k << ",\n";
-  if (!run.db->codes) out << "  \"threshold\": " << json_quote(options.text("--threshold")) << ",\n";
+  if (!run.db->codes)
+    out << "  \"threshold\": " << json_quote(options.text("--threshold")) << ",\n";
   if (rescore) {
     out << "  \"rescore\": {\"metric\": " << json_quote(options.text("--metric"))
         << ", \"oversample\": " << run.found->oversample << "},\n";
@@ -395,9 +399,9 @@ int run(const Options& options, const std::string& command_line) {
     return usage_error("search: " + why);
   const bool rescore = options.flag("--rescore");
 
-  Result<Input> db = read_input("database", options.text("--db"));
+  Result<Input> db = read_input(options.text("--db"));
   if (!db.ok()) return library_error(db.status(), "search: reading the database");
-  Result<Input> queries = read_input("queries", options.text("--queries"));
+  Result<Input> queries = read_input(options.text("--queries"));
   if (!queries.ok()) return library_error(queries.status(), "search: reading the queries");
   if (Status match = check_match(*db, *queries); !match.ok())
     return library_error(match, "search: the queries do not match the database");
@@ -425,7 +429,8 @@ int run(const Options& options, const std::string& command_line) {
   const auto index = static_cast<int>(options.number("--device"));
   Result<Device> device = Device::open(backend, index, device_options());
   if (!device.ok())
-    return library_error(device.status(), "opening " + backend + " device " + std::to_string(index));
+    return library_error(device.status(),
+                         "opening " + backend + " device " + std::to_string(index));
   const DeviceInfo& info = device->info();
   const std::string device_name = std::string(to_string(info.backend)) + ":" +
                                   std::to_string(info.index) + " " + info.name;
@@ -456,7 +461,8 @@ int run(const Options& options, const std::string& command_line) {
                 options.text("--out").c_str());
   }
   if (validation_messages != 0) {
-    std::cerr << "ferry: error: " << validation_messages << " validation messages during the search\n";
+    std::cerr << "ferry: error: " << validation_messages
+              << " validation messages during the search\n";
     return kExitFailure;
   }
   return kExitOk;

@@ -113,7 +113,8 @@ Codes random_codes(std::mt19937_64& rng, std::uint64_t rows, std::uint64_t bytes
                    std::uint64_t live) {
   Codes c{rows, bytes, std::vector<std::uint8_t>(rows * bytes, 0)};
   for (std::uint64_t r = 0; r < rows; ++r)
-    for (std::uint64_t b = 0; b < live; ++b) c.data[r * bytes + b] = static_cast<std::uint8_t>(rng());
+    for (std::uint64_t b = 0; b < live; ++b)
+      c.data[r * bytes + b] = static_cast<std::uint8_t>(rng());
   for (std::uint64_t r = 2; r < rows; r += 7)
     std::memcpy(c.data.data() + r * bytes, c.row(rng() % r), bytes);
   return c;
@@ -125,7 +126,8 @@ Codes quantize(const Floats& f, const std::vector<float>& thresholds) {
   Codes c{f.rows, bytes, std::vector<std::uint8_t>(f.rows * bytes, 0)};
   for (std::uint64_t r = 0; r < f.rows; ++r)
     for (std::uint64_t j = 0; j < f.dims; ++j)
-      if (f.row(r)[j] > thresholds[j]) c.data[r * bytes + j / 8] |= static_cast<std::uint8_t>(1u << (j % 8));
+      if (f.row(r)[j] > thresholds[j])
+        c.data[r * bytes + j / 8] |= static_cast<std::uint8_t>(1u << (j % 8));
   return c;
 }
 
@@ -210,7 +212,8 @@ Result rescore_truth(const Floats& db, const Floats& queries, const Result& cand
 void write_floats(const fs::path& path, const Floats& f) {
   const bool half = !f.halves.empty();
   const VectorView view{half ? VectorElement::float16 : VectorElement::float32, f.rows, f.dims,
-                        half ? std::as_bytes(std::span(f.halves)) : std::as_bytes(std::span(f.values))};
+                        half ? std::as_bytes(std::span(f.halves))
+                             : std::as_bytes(std::span(f.values))};
   REQUIRE(ferry::vector_files::write_vectors(path, view).ok());
 }
 
@@ -266,7 +269,8 @@ Result parse_json(const std::string& text, const char* values_key, std::uint32_t
     REQUIRE(ids.size() <= k);
     for (std::uint32_t i = 0; i < k; ++i) {  // padded as the files are, to compare alike
       parsed.ids.push_back(i < ids.size() ? std::stoi(ids[i]) : -1);
-      parsed.values.push_back(i >= ids.size() ? (std::string(values_key) == "scores" ? std::nanf("") : -1.0f)
+      const float padding = std::string(values_key) == "scores" ? std::nanf("") : -1.0f;
+      parsed.values.push_back(i >= ids.size()        ? padding
                               : scores[i] == "null" ? std::nanf("")
                                                     : std::strtof(scores[i].c_str(), nullptr));
     }
