@@ -1,5 +1,5 @@
-// `ferry`: inspect backends and devices, and benchmark transfers, ingress, egress and ops,
-// through the public API only.
+// `ferry`: inspect backends and devices, search vector files, and benchmark transfers, ingress,
+// egress and ops, through the public API only.
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -19,8 +19,9 @@ namespace ferry::cli {
 
 namespace {
 
-const Command* const kCommands[] = {&kInfoCommand, &kBenchTransfer, &kBenchIngress, &kBenchEgress,
-                                    &kBenchOp,      &kBenchSearch};
+const Command* const kCommands[] = {&kInfoCommand,  &kSearchCommand, &kBenchTransfer,
+                                    &kBenchIngress, &kBenchEgress,   &kBenchOp,
+                                    &kBenchSearch};
 
 std::string usage(const Command& command) {
   std::string line = "ferry " + std::string(command.name);
@@ -78,14 +79,8 @@ int run_command(const Command& command, const std::vector<std::string_view>& arg
   // made only for this test is removed again: a failed run leaves nothing behind).
   if (options.given("--json-file")) {
     const std::string path = options.text("--json-file");
-    std::error_code ignored;
-    const bool existed = std::filesystem::exists(path, ignored);
-    if (std::FILE* file = std::fopen(path.c_str(), "a")) {
-      std::fclose(file);
-      if (!existed) std::remove(path.c_str());
-    } else {
-      return usage_error("--json-file " + path + ": " + std::strerror(errno));
-    }
+    if (const std::string why = unwritable(path); !why.empty())
+      return usage_error("--json-file " + path + ": " + why);
   }
   std::string line = "ferry " + std::string(command.name);
   for (std::string_view arg : args) line.append(" ").append(arg);
@@ -123,6 +118,16 @@ int run(const std::vector<std::string_view>& args) {
 }
 
 }  // namespace
+
+std::string unwritable(const std::string& path) {
+  std::error_code ignored;
+  const bool existed = std::filesystem::exists(path, ignored);
+  std::FILE* file = std::fopen(path.c_str(), "a");
+  if (file == nullptr) return std::strerror(errno);
+  std::fclose(file);
+  if (!existed) std::remove(path.c_str());
+  return {};
+}
 
 int usage_error(std::string_view message) {
   std::cerr << "ferry: " << message << "\nRun 'ferry --help' for usage.\n";

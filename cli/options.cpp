@@ -11,11 +11,8 @@ namespace ferry::cli {
 namespace {
 
 constexpr OptionSpec kBenchOptionList[] = {
-    {.name = "--backend", .kind = OptionKind::choice, .metavar = "NAME",
-     .help = "auto (a GPU: cuda, then vulkan; else the CPU backend), cpu, vulkan or cuda",
-     .fallback = "auto", .choices = "auto,cpu,vulkan,cuda"},
-    {.name = "--device", .kind = OptionKind::count, .metavar = "N",
-     .help = "device index within the backend", .fallback = "0", .max = 1024},
+    kBackendOption,
+    kDeviceOption,
     {.name = "--quick", .help = "a short smoke run: the --quick defaults above"},
     {.name = "--json", .help = "JSON on stdout instead of the tables"},
     {.name = "--json-file", .kind = OptionKind::text, .metavar = "PATH",

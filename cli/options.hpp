@@ -48,6 +48,15 @@ struct OptionSpec {
   std::string_view excludes = {};  // an option that may not be given with this one
 };
 
+// The device a command runs on (every bench, `ferry search`).
+inline constexpr OptionSpec kBackendOption = {
+    .name = "--backend", .kind = OptionKind::choice, .metavar = "NAME",
+    .help = "auto (a GPU: cuda, then vulkan; else the CPU backend), cpu, vulkan or cuda",
+    .fallback = "auto", .choices = "auto,cpu,vulkan,cuda"};
+inline constexpr OptionSpec kDeviceOption = {
+    .name = "--device", .kind = OptionKind::count, .metavar = "N",
+    .help = "device index within the backend", .fallback = "0", .max = 1024};
+
 // --backend, --device, --quick, --json, --json-file.
 extern const std::span<const OptionSpec> kBenchOptions;
 
@@ -118,6 +127,10 @@ inline constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2;
 // A bench stopped by Ctrl-C (128 + SIGINT, as a shell reports it) after printing what it had.
 inline constexpr int kExitInterrupted = 130;
 
+// Why `path` cannot be written (the system's reason), or empty when it can: checked before a
+// command's work so that a bad output path is found at once. A file made only for this check is
+// removed again.
+std::string unwritable(const std::string& path);
 // "ferry: <message>" and a pointer to --help on stderr; returns kExitUsage.
 int usage_error(std::string_view message);
 // The library error on stderr; returns kExitFailure.
@@ -137,7 +150,7 @@ struct Command {
   int (*run)(const Options& options, const std::string& command_line) = nullptr;  // as typed
 };
 
-extern const Command kInfoCommand, kBenchTransfer, kBenchIngress, kBenchEgress, kBenchOp,
-    kBenchSearch;
+extern const Command kInfoCommand, kSearchCommand, kBenchTransfer, kBenchIngress, kBenchEgress,
+    kBenchOp, kBenchSearch;
 
 }  // namespace ferry::cli

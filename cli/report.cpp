@@ -80,7 +80,11 @@ void render_table(const Section& section, std::ostream& out) {
 
 // JSON pieces, two-space indentation: a string, a value, a member, and `items` as an object or
 // array (`open` '{' or '[') at nesting depth `depth`.
-std::string quote(std::string_view text) {
+std::string quote(std::string_view text) { return json_quote(text); }
+
+}  // namespace
+
+std::string json_quote(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {
     if (c == '"' || c == '\\') {
@@ -95,6 +99,8 @@ std::string quote(std::string_view text) {
   }
   return out + "\"";
 }
+
+namespace {
 
 std::string json(const Value& value) {
   if (const auto* text = std::get_if<std::string>(&value)) return quote(*text);

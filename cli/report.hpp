@@ -92,6 +92,8 @@ std::string format_value(const Value& value, Unit unit);
 inline std::string ratio_text(double ratio) { return format_value(ratio, Unit::ratio); }
 std::string format_bytes(std::uint64_t bytes);  // 65536: "64 KiB", 1610612736: "1.5 GiB"
 std::string utc_timestamp();                    // "2026-11-22 03:48:05 UTC"
+// `text` as a JSON string literal, quotes included.
+std::string json_quote(std::string_view text);
 // `lead` (e.g. "  --sizes LIST"), then `text` word-wrapped to `width` columns, every line of it
 // from column `indent` (on a line of its own when `lead` reaches that column); newlines in
 // `text` kept. Ends with a newline.

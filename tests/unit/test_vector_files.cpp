@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/printers.hpp"
+#include "common/temp_dir.hpp"
 #include "vector_files.hpp"
 
 namespace {
@@ -31,24 +32,8 @@ using ferry::vector_files::VectorView;
 using Bytes = std::vector<std::uint8_t>;
 
 // A fresh folder, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device seed;
-    path_ = fs::temp_directory_path() /
-            ("ferry-vector-files-" + std::to_string(::getpid()) + "-" + std::to_string(seed()));
-    fs::create_directories(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
+struct TempDir : ferry::test::TempDir {
+  TempDir() : ferry::test::TempDir("ferry-vector-files") {}
 };
 
 void put32(Bytes& bytes, std::uint32_t value) {
