@@ -3,18 +3,19 @@
 // or 16 queries, with the same keys, buffers, compactions and runs (hamming_topk_scan.h), so the
 // same results; only the distances come another way. The merges stay in hamming_topk.comp.
 //
-// popc(a XOR b) from a product: with each bit expanded to a byte, +1 for a one and -1 for a zero,
-// the dot product of two codes of `bits` bits is bits - 2 hamming. A round of 64 rows x the tile's
-// queries is 4 x (kTile / 16) tiles of 16 x 16, one per subgroup (8 or 4 of the 8 subgroups). The
-// codes are expanded into shared memory a chunk of 128 bits at a time (64 rows, then the tile's
-// queries, which stay when the codes are no longer than one chunk), and each subgroup's
-// accumulators start from C0 = 2 limit - bits per query (its column), limit being the query's
-// threshold distance. So acc = 2 (limit - hamming): a row passes (hamming < limit) exactly when its
-// accumulator is positive, and its distance is limit - acc / 2. Each invocation checks its own
-// accumulator elements (their positions are the implementation's, the sign is all that is needed);
-// only a subgroup where one passes stores its tile to shared memory and inserts the passing keys
-// (rare once the thresholds settle). C0 is kept in that staging tile and rewritten after it is used
-// or the thresholds change. Needs the subgroup size to be 32 (8 subgroups of the 256 invocations).
+// Distances from products (hamming_topk_signs.h): a database row's bits as int8 0 / 1, a query's
+// as -1 / +1, so that the distance is popc(query) - their dot product. A round of 64 rows x the
+// tile's queries is 4 x (kTile / 16) tiles of 16 x 16, one per subgroup (8 or 4 of the 8
+// subgroups). The codes are expanded into shared memory a chunk of 128 bits at a time (the 64
+// rows, and the tile's queries, which stay when the codes are no longer than one chunk), and each
+// subgroup's accumulators start from C0 = limit - popc(query) per query (its column), limit being
+// the query's threshold distance. So acc = limit - distance: a row passes (distance < limit)
+// exactly when its accumulator is positive, and its distance is limit - acc. Each invocation
+// checks its own accumulator elements (their positions are the implementation's; the sign is all
+// that is needed); only a subgroup where one passes stores its tile to shared memory and inserts
+// the passing keys (rare once the thresholds settle). C0 is kept in that staging tile and
+// rewritten after it is used or the thresholds change. Needs subgroups of 32 (8 of the 256
+// invocations).
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
@@ -63,6 +64,7 @@ shared uvec4 s_rows[ROUND * PITCH];
 shared uvec4 s_codes[FERRY_HAMMING_MAX_TILE * PITCH];
 // Per subgroup, a 16 x 16 tile (row-major): C0, or the accumulators being inserted.
 shared int s_stage[SUBGROUPS * TILE_ELEMENTS];
+shared uint s_query_bits[FERRY_HAMMING_MAX_TILE];  // popc of each query of the tile (0 past the slice)
 
 #include "hamming_topk_scan.h"
 #include "hamming_topk_signs.h"
@@ -71,14 +73,23 @@ shared int s_stage[SUBGROUPS * TILE_ELEMENTS];
 #define QUERY_MATRIX icoopmatNV<8, gl_ScopeSubgroup, FERRY_HAMMING_COOPMAT_K, FERRY_HAMMING_COOPMAT_N>
 #define ACCUMULATOR icoopmatNV<32, gl_ScopeSubgroup, FERRY_HAMMING_COOPMAT_M, FERRY_HAMMING_COOPMAT_N>
 
-// A code word's 32 bits as 32 bytes (2 quads); absent words (past the code, queries past the
-// slice) as zeros, which add nothing to any product.
-void signs_of_word(uint word, bool present, out uvec4 low, out uvec4 high) {
+// A code word's 32 bits as 32 bytes (2 quads: planes 0-3, 4-7); absent words (past the code,
+// queries past the slice) as zeros, which add nothing to any product.
+void row_planes(uint word, bool present, out uvec4 low, out uvec4 high) {
   low = uvec4(0u);
   high = uvec4(0u);
-  for (uint i = 0u; present && i < 4u; ++i) {
-    low[i] = ferry_hamming_signs_of_nibble((word >> (4u * i)) & 15u);
-    high[i] = ferry_hamming_signs_of_nibble((word >> (4u * i + 16u)) & 15u);
+  for (uint p = 0u; present && p < 4u; ++p) {
+    low[p] = ferry_hamming_row_plane(word, p);
+    high[p] = ferry_hamming_row_plane(word, p + 4u);
+  }
+}
+
+void query_planes(uint word, bool present, out uvec4 low, out uvec4 high) {
+  low = uvec4(0u);
+  high = uvec4(0u);
+  for (uint p = 0u; present && p < 4u; ++p) {
+    low[p] = ferry_hamming_query_plane(word, p);
+    high[p] = ferry_hamming_query_plane(word, p + 4u);
   }
 }
 
@@ -90,17 +101,17 @@ void expand_query_chunk(uint chunk, uint tile, uint tile_queries) {
     const bool present = j < tile_queries && word < push.words;
     uint bits = 0u;
     if (present) bits = queries.words[push.queries_word + (push.query_begin + tile + j) * push.words + word];
-    signs_of_word(bits, present, s_codes[j * PITCH + 2u * w], s_codes[j * PITCH + 2u * w + 1u]);
+    query_planes(bits, present, s_codes[j * PITCH + 2u * w], s_codes[j * PITCH + 2u * w + 1u]);
   }
 }
 
-// C0 of the subgroup's tile (columns: queries column * 16 ...): 2 limit - bits in every row.
+// C0 of the subgroup's tile (columns: queries column * 16 ...): limit - popc(query) in every row.
 // Subgroup-uniform control flow; the tile is visible to the subgroup's loads after it.
 void stage_start(uint stage, uint column) {
   for (uint e = gl_SubgroupInvocationID; e < TILE_ELEMENTS; e += gl_SubgroupSize) {
-    const uint limit = THRESHOLD(column * FERRY_HAMMING_COOPMAT_N + e % FERRY_HAMMING_COOPMAT_N) >>
-                       FERRY_HAMMING_POSITION_BITS;
-    s_stage[stage + e] = ferry_hamming_coopmat_start(limit, 32u * push.words);
+    const uint j = column * FERRY_HAMMING_COOPMAT_N + e % FERRY_HAMMING_COOPMAT_N;
+    const uint limit = THRESHOLD(j) >> FERRY_HAMMING_POSITION_BITS;
+    s_stage[stage + e] = ferry_hamming_coopmat_start(limit, s_query_bits[j]);
   }
   subgroupMemoryBarrierShared();
   subgroupBarrier();
@@ -117,7 +128,15 @@ void main() {
   const bool computes = subgroup < kBlocks;  // uniform in the subgroup
   const uint row_block = subgroup % kRowBlocks, column = subgroup / kRowBlocks;
   const uint stage = subgroup * TILE_ELEMENTS;
-  // Codes of one chunk: expanded once (the first span's scan_span_begin barrier orders them).
+  // The queries' popcounts, and codes of one chunk expanded once (the first span's
+  // scan_span_begin barrier orders them).
+  if (t < kTile) {
+    uint bits = 0u;
+    for (uint w = 0u; t < tile_queries && w < words; ++w) {
+      bits += uint(bitCount(queries.words[push.queries_word + (push.query_begin + tile + t) * words + w]));
+    }
+    s_query_bits[t] = bits;
+  }
   if (chunks == 1u) expand_query_chunk(0u, tile, tile_queries);
 
   for (uint span = gl_WorkGroupID.x; span < push.groups; span += gl_NumWorkGroups.x) {
@@ -141,7 +160,7 @@ void main() {
           const bool present = word < words;
           uint bits = 0u;
           if (present) bits = database.words[span_word + position * words + word];
-          signs_of_word(bits, present, s_rows[r * PITCH + 2u * w], s_rows[r * PITCH + 2u * w + 1u]);
+          row_planes(bits, present, s_rows[r * PITCH + 2u * w], s_rows[r * PITCH + 2u * w + 1u]);
         }
         if (chunks > 1u) expand_query_chunk(chunk, tile, tile_queries);
         barrier();

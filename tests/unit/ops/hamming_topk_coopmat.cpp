@@ -1,6 +1,6 @@
 // hamming_topk's cooperative-matrix scan without a GPU: the arithmetic the shader shares with
-// this test (shaders/hamming_topk_signs.h: codes expanded to +-1 bytes, accumulators started at
-// 2 limit - bits) against popcounts of random codes; which devices get the path (a property list
+// this test (shaders/hamming_topk_signs.h: rows expanded to 0/1 bytes, queries to +-1 bytes,
+// accumulators started at limit - popc(query)) against popcounts of random codes; which devices get the path (a property list
 // like NVIDIA's, and each missing piece); the tiles and buffers it takes against its shared memory.
 #include <doctest/doctest.h>
 
@@ -22,53 +22,76 @@ using ferry::vulkan::CooperativeMatrixShape;
 using ferry::vulkan::CooperativeMatrixSupport;
 using ferry::vulkan::MatrixComponent;
 
-// A code's bits as the shader's int8 bytes, `padded_words` words long (zero bytes past the code).
-std::vector<std::int8_t> expand(const std::vector<std::uint32_t>& code, std::size_t padded_words) {
+// A code's bits as the shader's int8 bytes, `padded_words` words long (zero bytes past the code):
+// each word as its 8 planes of 4 bytes.
+template <typename Plane>
+std::vector<std::int8_t> expand(const std::vector<std::uint32_t>& code, std::size_t padded_words,
+                                Plane plane) {
   std::vector<std::int8_t> bytes(32 * padded_words, 0);
   for (std::size_t w = 0; w < code.size(); ++w) {
-    for (std::uint32_t nibble = 0; nibble < 8; ++nibble) {
-      const std::uint32_t four = signs::ferry_hamming_signs_of_nibble((code[w] >> (4 * nibble)) & 15u);
+    for (std::uint32_t p = 0; p < 8; ++p) {
+      const std::uint32_t four = plane(code[w], p);
       for (std::uint32_t b = 0; b < 4; ++b) {
-        bytes[32 * w + 4 * nibble + b] = static_cast<std::int8_t>(static_cast<std::uint8_t>(four >> (8 * b)));
+        bytes[32 * w + 4 * p + b] =
+            static_cast<std::int8_t>(static_cast<std::uint8_t>(four >> (8 * b)));
       }
     }
   }
   return bytes;
 }
 
-TEST_CASE("hamming_topk coopmat: +-1 products and the accumulator's start give the distance") {
+TEST_CASE("hamming_topk coopmat: 0/1 x +-1 products and the accumulator's start give the distance") {
   std::mt19937 random(13);
-  for (std::uint32_t nibble = 0; nibble < 16; ++nibble) {
-    const std::uint32_t four = signs::ferry_hamming_signs_of_nibble(nibble);
-    for (std::uint32_t b = 0; b < 4; ++b) {
-      CHECK(((four >> (8 * b)) & 0xFFu) == (((nibble >> b) & 1u) != 0 ? 0x01u : 0xFFu));
+  // Every bit lands in exactly one byte, the same one on both sides.
+  for (std::uint32_t bit = 0; bit < 32; ++bit) {
+    int rows_set = 0, queries_set = 0;
+    for (std::uint32_t p = 0; p < 8; ++p) {
+      const std::uint32_t row = signs::ferry_hamming_row_plane(1u << bit, p);
+      const std::uint32_t query = signs::ferry_hamming_query_plane(1u << bit, p);
+      const std::uint32_t zero = signs::ferry_hamming_query_plane(0u, p);
+      CHECK(zero == 0xFFFFFFFFu);
+      for (std::uint32_t b = 0; b < 4; ++b) {
+        const std::uint32_t row_byte = (row >> (8 * b)) & 0xFFu, query_byte = (query >> (8 * b)) & 0xFFu;
+        CHECK((row_byte == 0u || row_byte == 1u));
+        CHECK((query_byte == 0x01u || query_byte == 0xFFu));
+        CHECK((row_byte == 1u) == (query_byte == 0x01u));
+        CHECK((row_byte == 1u) == (8 * b + p == bit));
+        rows_set += row_byte == 1u ? 1 : 0;
+        queries_set += query_byte == 0x01u ? 1 : 0;
+      }
     }
+    CHECK(rows_set == 1);
+    CHECK(queries_set == 1);
   }
   for (int trial = 0; trial < 2000; ++trial) {
     const std::uint32_t words = 1 + random() % (ferry::kHammingMaxCodeBits / 32);
-    const std::uint32_t bits = 32 * words;
-    // Codes of mostly equal bits too, so that distances near 0 and near `bits` occur.
-    const std::uint32_t mode = random() % 3;
+    // Codes of mostly equal bits too, so that distances near 0 and near the code length occur.
+    const std::uint32_t mode = random() % 4;
     std::vector<std::uint32_t> row(words), query(words);
     for (std::uint32_t w = 0; w < words; ++w) {
       row[w] = static_cast<std::uint32_t>(random());
-      query[w] = mode == 0 ? static_cast<std::uint32_t>(random())
+      query[w] = mode == 0   ? static_cast<std::uint32_t>(random())
                  : mode == 1 ? row[w] ^ (1u << (random() % 32))
-                             : ~row[w];
+                 : mode == 2 ? ~row[w]
+                             : 0u;
     }
     // Padded to whole chunks, as the shader's last chunk is.
     const std::size_t chunk_words = FERRY_HAMMING_COOPMAT_CHUNK_BITS / 32;
     const std::size_t padded = (words + chunk_words - 1) / chunk_words * chunk_words;
-    const std::vector<std::int8_t> a = expand(row, padded), b = expand(query, padded);
+    const std::vector<std::int8_t> a = expand(row, padded, signs::ferry_hamming_row_plane);
+    const std::vector<std::int8_t> b = expand(query, padded, signs::ferry_hamming_query_plane);
     std::int32_t dot = 0;
     for (std::size_t i = 0; i < a.size(); ++i) dot += std::int32_t{a[i]} * std::int32_t{b[i]};
-    std::uint32_t distance = 0;
-    for (std::uint32_t w = 0; w < words; ++w) distance += std::popcount(row[w] ^ query[w]);
+    std::uint32_t distance = 0, query_bits = 0;
+    for (std::uint32_t w = 0; w < words; ++w) {
+      distance += static_cast<std::uint32_t>(std::popcount(row[w] ^ query[w]));
+      query_bits += static_cast<std::uint32_t>(std::popcount(query[w]));
+    }
     // Limits around the distance, 0 (queries past the slice) and 8191 (no threshold yet).
-    for (const std::uint32_t limit : {0u, distance, distance + 1, distance + 2, bits + 1, 8191u,
-                                      static_cast<std::uint32_t>(random() % (bits + 2))}) {
+    for (const std::uint32_t limit : {0u, distance, distance + 1, distance + 2, 32 * words + 1,
+                                      8191u, static_cast<std::uint32_t>(random() % (32 * words + 2))}) {
       INFO("words " << words << ", distance " << distance << ", limit " << limit);
-      const std::int32_t acc = signs::ferry_hamming_coopmat_start(limit, bits) + dot;
+      const std::int32_t acc = signs::ferry_hamming_coopmat_start(limit, query_bits) + dot;
       CHECK((acc > 0) == (distance < limit));
       if (acc > 0) CHECK(signs::ferry_hamming_coopmat_distance(limit, acc) == distance);
     }

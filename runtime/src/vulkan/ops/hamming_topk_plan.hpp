@@ -31,12 +31,13 @@ HammingScanShape hamming_scan_shape(std::uint32_t k, std::uint32_t words, std::u
 // ---- The scan's cooperative-matrix path (shaders/hamming_topk_coopmat.comp) ----
 //
 // Its shared memory: the same pool, the expanded codes of a round's rows and of a tile's queries
-// (a chunk of the codes at a time), and a 16 x 16 int32 tile per subgroup.
+// (a chunk of the codes at a time), a 16 x 16 int32 tile per subgroup and the queries' popcounts.
 inline constexpr std::uint32_t kHammingCoopmatSharedBytes =
     4 * FERRY_HAMMING_POOL_WORDS +
     16 * FERRY_HAMMING_COOPMAT_PITCH * (FERRY_HAMMING_ROUND_ROWS + FERRY_HAMMING_MAX_TILE) +
     4 * (FERRY_HAMMING_WORKGROUP_SIZE / FERRY_HAMMING_COOPMAT_SUBGROUP) * FERRY_HAMMING_COOPMAT_M *
-        FERRY_HAMMING_COOPMAT_N;
+        FERRY_HAMMING_COOPMAT_N +
+    4 * FERRY_HAMMING_MAX_TILE;
 
 // Empty when the device can run the cooperative-matrix scan, else why not: it needs the
 // extension and its feature, an int8 x int8 -> int32 entry of 16 x 16 x 32 (FERRY_HAMMING_COOPMAT_*)
