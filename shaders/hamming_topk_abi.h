@@ -40,9 +40,9 @@
 #define FERRY_HAMMING_SCAN_KEYS (FERRY_HAMMING_SCAN_HISTOGRAMS + 16 * FERRY_HAMMING_MAX_TILE)
 // The scan's cooperative-matrix path (hamming_topk_coopmat.comp, tiles of 32 or 16 queries): int8
 // 16 x 16 x 32 products on subgroups of 32. The codes are expanded to one byte per bit
-// (hamming_topk_signs.h) a chunk of this many bits at a time, each expanded row (database rows, then queries) padded by 16 bytes
-// to spread shared-memory banks: FERRY_HAMMING_COOPMAT_PITCH 16-byte quads per row. Per subgroup,
-// a 16 x 16 int32 tile of staged accumulators.
+// (hamming_topk_signs.h) a chunk of this many bits at a time, each expanded row (database rows,
+// then queries) padded by 16 bytes to spread shared-memory banks: FERRY_HAMMING_COOPMAT_PITCH
+// 16-byte quads per row. Per subgroup, a 16 x 16 int32 tile of staged accumulators.
 #define FERRY_HAMMING_COOPMAT_SUBGROUP 32
 #define FERRY_HAMMING_COOPMAT_M 16
 #define FERRY_HAMMING_COOPMAT_N 16

@@ -64,7 +64,8 @@ shared uvec4 s_rows[ROUND * PITCH];
 shared uvec4 s_codes[FERRY_HAMMING_MAX_TILE * PITCH];
 // Per subgroup, a 16 x 16 tile (row-major): C0, or the accumulators being inserted.
 shared int s_stage[SUBGROUPS * TILE_ELEMENTS];
-shared uint s_query_bits[FERRY_HAMMING_MAX_TILE];  // popc of each query of the tile (0 past the slice)
+// popc of each query of the tile (0 past the slice).
+shared uint s_query_bits[FERRY_HAMMING_MAX_TILE];
 
 #include "hamming_topk_scan.h"
 #include "hamming_topk_signs.h"
@@ -100,7 +101,8 @@ void expand_query_chunk(uint chunk, uint tile, uint tile_queries) {
     const uint j = t / CHUNK_WORDS, w = t % CHUNK_WORDS, word = chunk * CHUNK_WORDS + w;
     const bool present = j < tile_queries && word < push.words;
     uint bits = 0u;
-    if (present) bits = queries.words[push.queries_word + (push.query_begin + tile + j) * push.words + word];
+    const uint code = push.queries_word + (push.query_begin + tile + j) * push.words;
+    if (present) bits = queries.words[code + word];
     query_planes(bits, present, s_codes[j * PITCH + 2u * w], s_codes[j * PITCH + 2u * w + 1u]);
   }
 }
@@ -131,9 +133,10 @@ void main() {
   // The queries' popcounts, and codes of one chunk expanded once (the first span's
   // scan_span_begin barrier orders them).
   if (t < kTile) {
+    const uint code = push.queries_word + (push.query_begin + tile + t) * words;
     uint bits = 0u;
     for (uint w = 0u; t < tile_queries && w < words; ++w) {
-      bits += uint(bitCount(queries.words[push.queries_word + (push.query_begin + tile + t) * words + w]));
+      bits += uint(bitCount(queries.words[code + w]));
     }
     s_query_bits[t] = bits;
   }
@@ -166,11 +169,15 @@ void main() {
         barrier();
         if (computes) {
           const uint steps = min(CHUNK_WORDS, words - chunk * CHUNK_WORDS);
+          // Step s: word s of the chunk, 32 bytes (2 quads) of each expanded row; the queries'
+          // matrix (K x N) column-major, a query per column.
+          const uint rows_at = row_block * FERRY_HAMMING_COOPMAT_M * PITCH;
+          const uint codes_at = column * FERRY_HAMMING_COOPMAT_N * PITCH;
           for (uint s = 0u; s < steps; ++s) {
             ROW_MATRIX a;
             QUERY_MATRIX b;
-            coopMatLoadNV(a, s_rows, row_block * FERRY_HAMMING_COOPMAT_M * PITCH + 2u * s, PITCH, false);
-            coopMatLoadNV(b, s_codes, column * FERRY_HAMMING_COOPMAT_N * PITCH + 2u * s, PITCH, true);
+            coopMatLoadNV(a, s_rows, rows_at + 2u * s, PITCH, false);
+            coopMatLoadNV(b, s_codes, codes_at + 2u * s, PITCH, true);
             acc = coopMatMulAddNV(a, b, acc);
           }
         }

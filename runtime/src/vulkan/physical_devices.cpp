@@ -115,7 +115,8 @@ MatrixComponent component_of(VkComponentTypeNV type) {
 
 // VK_NV_cooperative_matrix: the feature, the shapes the driver lists, and what a shader using
 // them needs besides (int8, the Vulkan memory model, subgroups). Left empty without the extension.
-Status describe_cooperative_matrix(VkPhysicalDevice handle, const VkPhysicalDeviceVulkan12Features& features12,
+Status describe_cooperative_matrix(VkPhysicalDevice handle,
+                                   const VkPhysicalDeviceVulkan12Features& features12,
                                    PhysicalDevice& device) {
   CooperativeMatrixSupport& support = device.cooperative_matrix;
   FERRY_ASSIGN_OR_RETURN(support.extension,

@@ -1,7 +1,8 @@
 // hamming_topk's cooperative-matrix scan without a GPU: the arithmetic the shader shares with
 // this test (shaders/hamming_topk_signs.h: rows expanded to 0/1 bytes, queries to +-1 bytes,
-// accumulators started at limit - popc(query)) against popcounts of random codes; which devices get the path (a property list
-// like NVIDIA's, and each missing piece); the tiles and buffers it takes against its shared memory.
+// accumulators started at limit - popc(query)) against popcounts of random codes; which devices
+// get the path (a property list like NVIDIA's, and each missing piece); the tiles and buffers it
+// takes against its shared memory.
 #include <doctest/doctest.h>
 
 #include <bit>
