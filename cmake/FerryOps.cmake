@@ -25,8 +25,8 @@ endfunction()
 # <op>_cpu.cpp when its CPU reference has a file of its own), its Vulkan
 # pure planning (vulkan/ops/<op>_plan.cpp, built whatever FERRY_VULKAN says, for its unit tests),
 # and, when those backends are built, its Vulkan pipeline (vulkan/ops/<op>.cpp) with its shader
-# (shaders/<op>.comp, compiled and embedded) and its CUDA kernel (cuda_backend/ops/<op>.cu,
-# <op>_kernel.cpp). Call it where the ferry target is defined.
+# (shaders/<op>.comp, and any shaders/<op>_<variant>.comp, compiled and embedded) and its CUDA
+# kernel (cuda_backend/ops/<op>.cu, <op>_kernel.cpp). Call it where the ferry target is defined.
 function(ferry_add_op op)
   set(root ${PROJECT_SOURCE_DIR})
   target_sources(ferry PRIVATE ${root}/runtime/src/ops/${op}.cpp)
@@ -39,6 +39,14 @@ function(ferry_add_op op)
   if(FERRY_VULKAN)
     ferry_compile_shader(${root}/shaders/${op}.comp ${op}_spv shader_header)
     target_sources(ferry PRIVATE ${root}/runtime/src/vulkan/ops/${op}.cpp ${shader_header})
+    # Variants that need optional device capabilities (a module of their own, made only where
+    # the device has them): shaders/<op>_<variant>.comp, embedded as <op>_<variant>_spv.
+    file(GLOB variants CONFIGURE_DEPENDS ${root}/shaders/${op}_*.comp)
+    foreach(variant IN LISTS variants)
+      get_filename_component(name ${variant} NAME_WE)
+      ferry_compile_shader(${variant} ${name}_spv variant_header)
+      target_sources(ferry PRIVATE ${variant_header})
+    endforeach()
   endif()
   if(FERRY_WITH_CUDA)
     target_sources(ferry PRIVATE ${root}/cuda_backend/ops/${op}.cu

@@ -38,6 +38,18 @@
 #define FERRY_HAMMING_SCAN_LIST (FERRY_HAMMING_SCAN_KEPT + FERRY_HAMMING_MAX_TILE)
 #define FERRY_HAMMING_SCAN_HISTOGRAMS (FERRY_HAMMING_SCAN_LIST + FERRY_HAMMING_MAX_TILE)
 #define FERRY_HAMMING_SCAN_KEYS (FERRY_HAMMING_SCAN_HISTOGRAMS + 16 * FERRY_HAMMING_MAX_TILE)
+// The scan's cooperative-matrix path (hamming_topk_coopmat.comp, tiles of 32 or 16 queries): int8
+// 16 x 16 x 32 products on subgroups of 32. The codes are expanded to one byte per bit
+// (hamming_topk_signs.h) a chunk of this many bits at a time, each expanded row (database rows,
+// then queries) padded by 16 bytes to spread shared-memory banks: FERRY_HAMMING_COOPMAT_PITCH
+// 16-byte quads per row. Per subgroup, a 16 x 16 int32 tile of staged accumulators.
+#define FERRY_HAMMING_COOPMAT_SUBGROUP 32
+#define FERRY_HAMMING_COOPMAT_M 16
+#define FERRY_HAMMING_COOPMAT_N 16
+#define FERRY_HAMMING_COOPMAT_K 32
+#define FERRY_HAMMING_COOPMAT_CHUNK_BITS 128
+#define FERRY_HAMMING_COOPMAT_PITCH (FERRY_HAMMING_COOPMAT_CHUNK_BITS / 16 + 1)
+#define FERRY_HAMMING_COOPMAT_MIN_TILE 16
 // flags
 #define FERRY_HAMMING_FROM_CODES 1u  // level 0: distances from the codes (else candidates)
 #define FERRY_HAMMING_FINAL 2u       // writes distances and indices (else candidates)

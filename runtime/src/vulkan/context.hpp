@@ -86,6 +86,9 @@ struct DeviceContext {
   std::uint32_t compute_units = 0;
   std::uint32_t threads_per_compute_unit = 0;
   DeviceFeatures features;  // the optional features the device has (enabled if an op needs them)
+  // VK_NV_cooperative_matrix and what hamming_topk's cooperative-matrix scan needs besides are
+  // enabled (only where hamming_coopmat_unsupported finds nothing missing).
+  bool cooperative_matrix = false;
 
   std::vector<MemoryTypeInfo> memory_types;
   std::uint32_t usable_memory_type_bits = 0;

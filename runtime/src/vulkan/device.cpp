@@ -10,6 +10,7 @@
 #include "vulkan/recorder.hpp"
 #include "vulkan/status.hpp"
 #include "vulkan/timeline.hpp"
+#include "vulkan/ops/hamming_topk_plan.hpp"
 
 namespace ferry::vulkan {
 
@@ -64,6 +65,20 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
   features11.storageBuffer16BitAccess = enabled.storage_buffer_16bit ? VK_TRUE : VK_FALSE;
 
   std::vector<const char*> extensions = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  // Optional: hamming_topk's cooperative-matrix scan, where the device has all it needs (else,
+  // or with cooperativeMatrix hidden, nothing of it is enabled and the portable scan runs).
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV matrix_features{};
+  matrix_features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  const bool cooperative_matrix =
+      hamming_coopmat_unsupported(physical.cooperative_matrix).empty() &&
+      HammingTopkPipeline::kNeeds.missing_from(physical.features).empty();
+  if (cooperative_matrix) {
+    extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    matrix_features.cooperativeMatrix = VK_TRUE;
+    features13.pNext = &matrix_features;
+    features12.shaderInt8 = VK_TRUE;
+    features12.vulkanMemoryModel = VK_TRUE;
+  }
   // Optional: only register_host_memory needs it.
   if (physical.host_memory_import.supported) {
     extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
@@ -92,6 +107,7 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
   context_.compute_units = physical.compute_units;
   context_.threads_per_compute_unit = physical.threads_per_compute_unit;
   context_.features = physical.features;
+  context_.cooperative_matrix = cooperative_matrix;
   context_.host_memory_import = physical.host_memory_import;
 
   for (std::size_t kind = 0; kind < queues_.size(); ++kind) {

@@ -79,7 +79,8 @@ Result<HostMemoryImport> describe_host_memory_import(VkPhysicalDevice handle) {
 
 // For tests, FERRY_VULKAN_HIDE_FEATURES: the device acts as if it lacked these optional features
 // (comma-separated Vulkan names), so that the ops needing them are refused as on such a device.
-Status hide_features(std::string_view names, DeviceFeatures& features) {
+Status hide_features(std::string_view names, DeviceFeatures& features,
+                     CooperativeMatrixSupport& cooperative_matrix) {
   while (!names.empty()) {
     const std::size_t comma = names.find(',');
     const std::string_view name = names.substr(0, comma);
@@ -90,12 +91,83 @@ Status hide_features(std::string_view names, DeviceFeatures& features) {
       features.storage_buffer_8bit = false;
     } else if (name == "storageBuffer16BitAccess") {
       features.storage_buffer_16bit = false;
+    } else if (name == "cooperativeMatrix") {
+      cooperative_matrix.feature = false;  // hamming_topk's scan takes its portable path
     } else if (!name.empty()) {
       return Status(ErrorCode::invalid_argument,
                     "FERRY_VULKAN_HIDE_FEATURES: '" + std::string(name) +
                         "' is no optional feature ferry uses (shaderInt64, "
-                        "storageBuffer8BitAccess, storageBuffer16BitAccess)");
+                        "storageBuffer8BitAccess, storageBuffer16BitAccess, cooperativeMatrix)");
     }
+  }
+  return Status();
+}
+
+MatrixComponent component_of(VkComponentTypeNV type) {
+  switch (type) {
+    case VK_COMPONENT_TYPE_SINT8_NV: return MatrixComponent::sint8;
+    case VK_COMPONENT_TYPE_UINT8_NV: return MatrixComponent::uint8;
+    case VK_COMPONENT_TYPE_SINT32_NV: return MatrixComponent::sint32;
+    case VK_COMPONENT_TYPE_UINT32_NV: return MatrixComponent::uint32;
+    default: return MatrixComponent::other;
+  }
+}
+
+// VK_NV_cooperative_matrix: the feature, the shapes the driver lists, and what a shader using
+// them needs besides (int8, the Vulkan memory model, subgroups). Left empty without the extension.
+Status describe_cooperative_matrix(VkPhysicalDevice handle,
+                                   const VkPhysicalDeviceVulkan12Features& features12,
+                                   PhysicalDevice& device) {
+  CooperativeMatrixSupport& support = device.cooperative_matrix;
+  FERRY_ASSIGN_OR_RETURN(support.extension,
+                         has_device_extension(handle, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME));
+  if (!support.extension || vkGetPhysicalDeviceCooperativeMatrixPropertiesNV == nullptr) {
+    support.extension = false;
+    return Status();
+  }
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV matrix_features{};
+  matrix_features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  VkPhysicalDeviceFeatures2 features{};
+  features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  features.pNext = &matrix_features;
+  vkGetPhysicalDeviceFeatures2(handle, &features);
+  support.feature = matrix_features.cooperativeMatrix == VK_TRUE;
+  support.shader_int8 = features12.shaderInt8 == VK_TRUE;
+  support.vulkan_memory_model = features12.vulkanMemoryModel == VK_TRUE;
+
+  VkPhysicalDeviceVulkan13Properties properties13{};
+  properties13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES;
+  VkPhysicalDeviceVulkan11Properties properties11{};
+  properties11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES;
+  properties11.pNext = &properties13;
+  VkPhysicalDeviceProperties2 properties{};
+  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties.pNext = &properties11;
+  vkGetPhysicalDeviceProperties2(handle, &properties);
+  support.subgroup_vote =
+      (properties11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+      (properties11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT) != 0;
+  support.subgroup_size = properties11.subgroupSize;
+  // Without subgroup size control a shader gets the default size.
+  const bool size_control =
+      (properties13.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  support.min_subgroup_size = size_control ? properties13.minSubgroupSize : properties11.subgroupSize;
+  support.max_subgroup_size = size_control ? properties13.maxSubgroupSize : properties11.subgroupSize;
+  support.compute_shared_bytes = device.limits.maxComputeSharedMemorySize;
+
+  std::uint32_t count = 0;
+  FERRY_VK_RETURN_IF_ERROR(vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(handle, &count, nullptr));
+  std::vector<VkCooperativeMatrixPropertiesNV> shapes(count);
+  for (VkCooperativeMatrixPropertiesNV& shape : shapes) {
+    shape.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+  }
+  FERRY_VK_RETURN_IF_ERROR(
+      vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(handle, &count, shapes.data()));
+  shapes.resize(count);
+  for (const VkCooperativeMatrixPropertiesNV& shape : shapes) {
+    support.shapes.push_back({component_of(shape.AType), component_of(shape.BType),
+                              component_of(shape.CType), component_of(shape.DType), shape.MSize,
+                              shape.NSize, shape.KSize, shape.scope == VK_SCOPE_SUBGROUP_NV});
   }
   return Status();
 }
@@ -244,9 +316,10 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
   device.features.storage_buffer_16bit = features11.storageBuffer16BitAccess == VK_TRUE;
   device.features.compute_shared_bytes = device.limits.maxComputeSharedMemorySize;
   device.features.workgroup_invocations = device.limits.maxComputeWorkGroupInvocations;
+  FERRY_RETURN_IF_ERROR(describe_cooperative_matrix(handle, features12, device));
   if (const char* hidden = std::getenv("FERRY_VULKAN_HIDE_FEATURES");
       hidden != nullptr && hidden[0] != '\0') {
-    FERRY_RETURN_IF_ERROR(hide_features(hidden, device.features));
+    FERRY_RETURN_IF_ERROR(hide_features(hidden, device.features, device.cooperative_matrix));
   }
   FERRY_RETURN_IF_ERROR(describe_compute_units(handle, device));
   device.info.queues.assign(device.queue_plan.queues.begin(), device.queue_plan.queues.end());

@@ -12,6 +12,7 @@
 #include "vulkan/memory_types.hpp"
 #include "vulkan/queue_families.hpp"
 #include "vulkan/context.hpp"
+#include "vulkan/cooperative_matrix.hpp"
 
 namespace ferry::vulkan {
 
@@ -28,6 +29,8 @@ struct PhysicalDevice {
   std::uint32_t unusable_memory_type_bits = 0;    // protected / lazily allocated / AMD-specific
   HostMemoryImport host_memory_import;            // optional: for register_host_memory
   DeviceFeatures features;                        // optional features ops may need
+  // Optional, for faster paths only (never a reason to refuse an op): hamming_topk's scan.
+  CooperativeMatrixSupport cooperative_matrix;
   // Compute units (NVIDIA: SMs) and the threads each runs at a time, when the driver says
   // (VK_NV_shader_sm_builtins); 0 when unknown. Ops size their grids by them.
   std::uint32_t compute_units = 0;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "ferry/shaders/hamming_topk.comp.spv.h"
+#include "ferry/shaders/hamming_topk_coopmat.comp.spv.h"
 #include "ops/hamming_topk.hpp"
 #include "vulkan/buffer.hpp"
 #include "vulkan/ops/hamming_topk_plan.hpp"
@@ -25,6 +26,11 @@ static_assert(kLayout.offsets[0] == offsetof(HammingTopkPushConstants, flags));
 static_assert(kLayout.offsets[5] == offsetof(HammingTopkPushConstants, group_items));
 static_assert(kLayout.offsets[6] == offsetof(HammingTopkPushConstants, cap));
 static_assert(kLayout.offsets[17] == offsetof(HammingTopkPushConstants, scratch_word));
+// The cooperative-matrix scan takes the same push constants (and bindings).
+constexpr spirv::PushConstantLayout kCoopmatLayout =
+    spirv::push_constant_layout(shaders::hamming_topk_coopmat_spv);
+static_assert(kCoopmatLayout.found && kCoopmatLayout.member_count == kLayout.member_count);
+static_assert(kCoopmatLayout.offsets[17] == offsetof(HammingTopkPushConstants, scratch_word));
 // The shader's constants are the plan's.
 static_assert(FERRY_HAMMING_WORKGROUP_SIZE == ops::kHammingWorkgroupSize);
 static_assert(FERRY_HAMMING_MERGE_GROUP == ops::kHammingMergeGroup);
@@ -105,23 +111,31 @@ Status HammingTopkPipeline::create(const DeviceContext& context) {
   // The device offers the shader's shared memory and workgroup size (kNeeds), or it would not
   // be here; check() says so again if it ever is.
   if (!kNeeds.missing_from(context.features).empty()) return Status();
-  FERRY_ASSIGN_OR_RETURN(merge_pipeline_, make_pipeline(0));
+  FERRY_ASSIGN_OR_RETURN(merge_pipeline_, make_pipeline(program_, 0));
+  if (context.cooperative_matrix) {
+    FERRY_RETURN_IF_ERROR(coopmat_program_.create(context, shaders::hamming_topk_coopmat_spv, 5,
+                                                  sizeof(HammingTopkPushConstants)));
+    coopmat_ = true;
+  }
   return Status();
 }
 
-Result<VkPipeline> HammingTopkPipeline::make_pipeline(std::uint32_t tile) const {
+Result<VkPipeline> HammingTopkPipeline::make_pipeline(const ComputeProgram& program,
+                                                      std::uint32_t tile) const {
   const VkSpecializationMapEntry entry{FERRY_HAMMING_TILE_ID, 0, sizeof(std::uint32_t)};
   VkSpecializationInfo specialization{};
   specialization.mapEntryCount = 1;
   specialization.pMapEntries = &entry;
   specialization.dataSize = sizeof(tile);
   specialization.pData = &tile;
-  Result<VkPipeline> pipeline = program_.make_pipeline(&specialization);
+  Result<VkPipeline> pipeline = program.make_pipeline(&specialization);
   if (!pipeline.ok()) {
     Status status = pipeline.status();
+    const char* scan = &program == &coopmat_program_ ? "cooperative-matrix scan" : "scan";
     status.with_context(tile == 0 ? std::string("hamming_topk on Vulkan: making the merge pipeline")
-                                  : "hamming_topk on Vulkan: making the scan pipeline for tiles of " +
-                                        std::to_string(tile) + " queries");
+                                  : "hamming_topk on Vulkan: making the " + std::string(scan) +
+                                        " pipeline for tiles of " + std::to_string(tile) +
+                                        " queries");
     return status;
   }
   return pipeline;
@@ -136,7 +150,21 @@ Result<VkPipeline> HammingTopkPipeline::scan_pipeline(std::uint32_t tile) const 
   std::lock_guard lock(scan_mutex_);
   VkPipeline& pipeline = scan_pipelines_[static_cast<std::size_t>(index)];
   if (pipeline == VK_NULL_HANDLE) {
-    FERRY_ASSIGN_OR_RETURN(pipeline, make_pipeline(tile));
+    FERRY_ASSIGN_OR_RETURN(pipeline, make_pipeline(program_, tile));
+  }
+  return pipeline;
+}
+
+Result<VkPipeline> HammingTopkPipeline::coopmat_pipeline(std::uint32_t tile) const {
+  if (!coopmat_ || (tile != FERRY_HAMMING_MAX_TILE && tile != FERRY_HAMMING_COOPMAT_MIN_TILE)) {
+    return Status(ErrorCode::internal,
+                  "hamming_topk on Vulkan: no cooperative-matrix scan pipeline for tiles of " +
+                      std::to_string(tile) + " queries");
+  }
+  std::lock_guard lock(scan_mutex_);
+  VkPipeline& pipeline = coopmat_pipelines_[tile == FERRY_HAMMING_MAX_TILE ? 0 : 1];
+  if (pipeline == VK_NULL_HANDLE) {
+    FERRY_ASSIGN_OR_RETURN(pipeline, make_pipeline(coopmat_program_, tile));
   }
   return pipeline;
 }
@@ -148,6 +176,12 @@ void HammingTopkPipeline::destroy() noexcept {
     if (pipeline != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, pipeline, nullptr);
     pipeline = VK_NULL_HANDLE;
   }
+  for (VkPipeline& pipeline : coopmat_pipelines_) {
+    if (pipeline != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, pipeline, nullptr);
+    pipeline = VK_NULL_HANDLE;
+  }
+  coopmat_program_.destroy();
+  coopmat_ = false;
   if (merge_pipeline_ != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, merge_pipeline_, nullptr);
   merge_pipeline_ = VK_NULL_HANDLE;
   program_.destroy();
@@ -178,7 +212,12 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
                                    std::span<const backend::Binding> bindings) const {
   // Level 0 scans spans of rows for tiles of queries (hamming_topk_plan.hpp); the plan is made
   // for those spans within the scratch the public call reserved (bound last, when not 0).
-  const HammingScanShape shape = hamming_scan_shape(args.k, args.words, args.queries, preferred_tile_);
+  // The cooperative-matrix scan where the device has it and the search fits its tiles.
+  const HammingScanShape coopmat_shape =
+      coopmat_ ? hamming_coopmat_scan_shape(args.k, args.queries) : HammingScanShape{};
+  const bool coopmat = coopmat_shape.tile != 0;
+  const HammingScanShape shape =
+      coopmat ? coopmat_shape : hamming_scan_shape(args.k, args.words, args.queries, preferred_tile_);
   const std::uint32_t span =
       std::min(ops::hamming_scan_span(args.rows, args.queries, shape.tile,
                                       FERRY_HAMMING_ROUND_ROWS, resident_groups_),
@@ -191,7 +230,9 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
   if (plan.scratch_bytes > 0 && !has_scratch) {
     return Status(ErrorCode::internal, "hamming_topk: the plan needs scratch memory, none bound");
   }
-  FERRY_ASSIGN_OR_RETURN(const VkPipeline scan, scan_pipeline(shape.tile));
+  FERRY_ASSIGN_OR_RETURN(const VkPipeline scan,
+                         coopmat ? coopmat_pipeline(shape.tile) : scan_pipeline(shape.tile));
+  const ComputeProgram& scan_program = coopmat ? coopmat_program_ : program_;
   const VolkDeviceTable& vk = context_->vk;
   std::array<Window, 5> windows{};
   for (std::size_t i = 0; i < 4; ++i) windows[i] = window_of(bindings[i], offset_alignment_);
@@ -200,14 +241,18 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
   std::array<VkDescriptorBufferInfo, 5> infos{};
   for (std::size_t i = 0; i < infos.size(); ++i) infos[i] = windows[i].info;
   VkPipeline bound = VK_NULL_HANDLE;
+  const ComputeProgram* bound_program = nullptr;
   for (std::size_t p = 0; p < plan.passes.size(); ++p) {
     const ops::HammingPass& pass = plan.passes[p];
     const VkPipeline pipeline = pass.from_codes ? scan : merge_pipeline_;
+    const ComputeProgram& program = pass.from_codes ? scan_program : program_;
     if (pipeline != bound) {
-      // Push descriptors and constants survive a pipeline change: the layout is the same.
+      // Push descriptors and constants survive a pipeline change within a program (the layout
+      // is the same); the cooperative-matrix scan's program has a layout of its own.
       vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-      if (bound == VK_NULL_HANDLE) program_.push_storage_buffers(command_buffer, infos);
+      if (&program != bound_program) program.push_storage_buffers(command_buffer, infos);
       bound = pipeline;
+      bound_program = &program;
     }
     if (p > 0) {
       // Each pass reads the candidates the one before wrote, and overwrites what an earlier one
@@ -234,7 +279,7 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
     push.distances_word = windows[2].first_word;
     push.indices_word = windows[3].first_word;
     push.scratch_word = windows[4].first_word;
-    vk.vkCmdPushConstants(command_buffer, program_.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
+    vk.vkCmdPushConstants(command_buffer, program.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
                           sizeof(push), &push);
     const std::uint32_t rows_of_groups =
         pass.from_codes ? (pass.query_count + shape.tile - 1) / shape.tile : pass.query_count;

@@ -2,7 +2,9 @@
 // pass of the plan (ops/hamming_topk.hpp), with five storage buffers bound with push descriptors.
 // One pipeline per path (specialization constants): the merges', made with the device, and the
 // level-0 scan's for each tile size (hamming_topk_plan.hpp), each made the first time a search
-// needs it.
+// needs it. Where the device was opened with cooperative matrices (DeviceContext::
+// cooperative_matrix), the scan is shaders/hamming_topk_coopmat.comp's instead for the searches
+// hamming_coopmat_scan_shape gives a tile (same keys and selection, same results).
 #pragma once
 
 #include <volk.h>
@@ -50,13 +52,18 @@ class HammingTopkPipeline {
   // The scan's pipeline for tiles of `tile` queries (32, 16, 8 or 4), made now if no search
   // needed it before.
   Result<VkPipeline> scan_pipeline(std::uint32_t tile) const;
+  // The cooperative-matrix scan's pipeline for tiles of 32 or 16 queries, made now if needed.
+  Result<VkPipeline> coopmat_pipeline(std::uint32_t tile) const;
   // tile 0: the merges.
-  Result<VkPipeline> make_pipeline(std::uint32_t tile) const;
+  Result<VkPipeline> make_pipeline(const ComputeProgram& program, std::uint32_t tile) const;
 
   const DeviceContext* context_ = nullptr;
   ComputeProgram program_;
+  ComputeProgram coopmat_program_;  // made only with DeviceContext::cooperative_matrix
+  bool coopmat_ = false;
+  mutable std::array<VkPipeline, 2> coopmat_pipelines_{};  // tiles 32, 16; guarded by scan_mutex_
   VkPipeline merge_pipeline_ = VK_NULL_HANDLE;  // null when the device cannot run the shader
-  mutable std::mutex scan_mutex_;               // guards scan_pipelines_
+  mutable std::mutex scan_mutex_;               // guards scan_pipelines_, coopmat_pipelines_
   mutable std::array<VkPipeline, 4> scan_pipelines_{};  // tiles 32, 16, 8, 4
   std::uint64_t resident_groups_ = 1;  // workgroups the device runs at once (an estimate)
   std::uint32_t max_span_ = ops::kHammingScanMaxSpan;  // kCpuMaxSpan on a CPU implementation

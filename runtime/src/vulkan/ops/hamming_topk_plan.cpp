@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <string>
 
 #include "ferry/ops/hamming_topk.hpp"
 #include "ops/hamming_topk.hpp"
@@ -17,6 +18,14 @@ constexpr std::uint32_t max_cap(std::uint32_t tile) { return kKeyWords / tile; }
 static_assert(FERRY_HAMMING_MIN_TILE * (kHammingMaxCodeBits / 128) <= FERRY_HAMMING_QUERY_QUADS);
 static_assert(max_cap(FERRY_HAMMING_MIN_TILE) >= kHammingMaxK + kRound);
 static_assert(FERRY_HAMMING_POSITION_BITS == ops::kHammingScanPositionBits);
+// The cooperative-matrix scan: tiles of whole 16-query columns, 64-row rounds of 16-row blocks,
+// one block per subgroup; NVIDIA's 48 KiB of shared memory hold it.
+static_assert(FERRY_HAMMING_MAX_TILE % FERRY_HAMMING_COOPMAT_N == 0);
+static_assert(FERRY_HAMMING_COOPMAT_MIN_TILE % FERRY_HAMMING_COOPMAT_N == 0);
+static_assert(kRound % FERRY_HAMMING_COOPMAT_M == 0);
+static_assert((kRound / FERRY_HAMMING_COOPMAT_M) * (FERRY_HAMMING_MAX_TILE / FERRY_HAMMING_COOPMAT_N) <=
+              FERRY_HAMMING_WORKGROUP_SIZE / FERRY_HAMMING_COOPMAT_SUBGROUP);
+static_assert(kHammingCoopmatSharedBytes <= 48 * 1024);
 
 }  // namespace
 
@@ -34,6 +43,49 @@ HammingScanShape hamming_scan_shape(std::uint32_t k, std::uint32_t words, std::u
          (shape.tile * quads > FERRY_HAMMING_QUERY_QUADS || least > max_cap(shape.tile))) {
     shape.tile /= 2;
   }
+  shape.cap = std::min(ops::hamming_scan_cap(k, kRound), max_cap(shape.tile));
+  return shape;
+}
+
+std::string hamming_coopmat_unsupported(const CooperativeMatrixSupport& support) {
+  if (!support.extension) return "no VK_NV_cooperative_matrix";
+  if (!support.feature) return "no cooperativeMatrix feature";
+  if (!support.shader_int8) return "no shaderInt8 feature";
+  if (!support.vulkan_memory_model) return "no vulkanMemoryModel feature";
+  if (!support.subgroup_vote) return "no subgroup vote operations in compute shaders";
+  constexpr std::uint32_t kSubgroup = FERRY_HAMMING_COOPMAT_SUBGROUP;
+  if (support.subgroup_size != kSubgroup || support.min_subgroup_size != kSubgroup ||
+      support.max_subgroup_size != kSubgroup) {
+    return "subgroups of " + std::to_string(support.min_subgroup_size) + " to " +
+           std::to_string(support.max_subgroup_size) + " invocations, not always " +
+           std::to_string(kSubgroup);
+  }
+  if (support.compute_shared_bytes < kHammingCoopmatSharedBytes) {
+    return "maxComputeSharedMemorySize of " + std::to_string(support.compute_shared_bytes) +
+           " bytes, not " + std::to_string(kHammingCoopmatSharedBytes);
+  }
+  for (const CooperativeMatrixShape& shape : support.shapes) {
+    if (shape.a == MatrixComponent::sint8 && shape.b == MatrixComponent::sint8 &&
+        shape.c == MatrixComponent::sint32 && shape.result == MatrixComponent::sint32 &&
+        shape.m == FERRY_HAMMING_COOPMAT_M && shape.n == FERRY_HAMMING_COOPMAT_N &&
+        shape.k == FERRY_HAMMING_COOPMAT_K && shape.subgroup_scope) {
+      return "";
+    }
+  }
+  return "no int8 x int8 -> int32 cooperative matrices of 16 x 16 x 32 at subgroup scope";
+}
+
+HammingScanShape hamming_coopmat_scan_shape(std::uint32_t k, std::uint32_t queries) {
+  const std::uint32_t least = ops::hamming_scan_min_cap(k, kRound);
+  HammingScanShape shape;
+  shape.tile = FERRY_HAMMING_MAX_TILE;
+  // 32 where its buffers hold two rounds beyond k (a compaction only after more than a round of
+  // rows came nearer), else 16.
+  while (shape.tile > FERRY_HAMMING_COOPMAT_MIN_TILE &&
+         (shape.tile / 2 >= queries || least + kRound > max_cap(shape.tile))) {
+    shape.tile /= 2;
+  }
+  if (least > max_cap(shape.tile)) return HammingScanShape{};
   shape.cap = std::min(ops::hamming_scan_cap(k, kRound), max_cap(shape.tile));
   return shape;
 }

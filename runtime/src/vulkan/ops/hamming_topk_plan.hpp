@@ -11,8 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "hamming_topk_abi.h"
+#include "vulkan/cooperative_matrix.hpp"
 
 namespace ferry::vulkan {
 
@@ -25,5 +27,28 @@ struct HammingScanShape {
 // `preferred_tile` 0 picks by k and the number of queries.
 HammingScanShape hamming_scan_shape(std::uint32_t k, std::uint32_t words, std::uint32_t queries,
                                     std::uint32_t preferred_tile = 0);
+
+// ---- The scan's cooperative-matrix path (shaders/hamming_topk_coopmat.comp) ----
+//
+// Its shared memory: the same pool, the expanded codes of a round's rows and of a tile's queries
+// (a chunk of the codes at a time), a 16 x 16 int32 tile per subgroup and the queries' popcounts.
+inline constexpr std::uint32_t kHammingCoopmatSharedBytes =
+    4 * FERRY_HAMMING_POOL_WORDS +
+    16 * FERRY_HAMMING_COOPMAT_PITCH * (FERRY_HAMMING_ROUND_ROWS + FERRY_HAMMING_MAX_TILE) +
+    4 * (FERRY_HAMMING_WORKGROUP_SIZE / FERRY_HAMMING_COOPMAT_SUBGROUP) * FERRY_HAMMING_COOPMAT_M *
+        FERRY_HAMMING_COOPMAT_N +
+    4 * FERRY_HAMMING_MAX_TILE;
+
+// Empty when the device can run the cooperative-matrix scan, else why not: it needs the
+// extension and its feature, an int8 x int8 -> int32 entry of 16 x 16 x 32 (FERRY_HAMMING_COOPMAT_*)
+// at subgroup scope, subgroups of exactly 32 invocations (the shader has 8 of them compute),
+// subgroup votes, shaderInt8, vulkanMemoryModel and kHammingCoopmatSharedBytes of shared memory.
+std::string hamming_coopmat_unsupported(const CooperativeMatrixSupport& support);
+
+// The cooperative-matrix scan's tile for a search: 32 queries, 16 when 16 hold them all or when
+// 32 buffers of the least size (ops::hamming_scan_min_cap) and a round more do not fit (k above
+// 41); tile 0 when the least buffers do not fit 16 either (k above 256: the portable path takes
+// it). Buffers as hamming_scan_shape's.
+HammingScanShape hamming_coopmat_scan_shape(std::uint32_t k, std::uint32_t queries);
 
 }  // namespace ferry::vulkan
