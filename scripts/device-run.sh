@@ -60,9 +60,9 @@ for s in $steps; do
       # hamming_topk's popcount path, which the GPU's tensor-core path otherwise hides
       step conformance-cuda-popcount env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \
         FERRY_CUDA_HIDE_FEATURES=b1mma "$bin/ferry_conformance" --test-case='hamming*'
-      # hamming_topk's portable Vulkan scan, which the cooperative-matrix scan otherwise hides
-      step conformance-vulkan-portable env FERRY_BACKENDS=vulkan FERRY_REQUIRE=vulkan \
-        FERRY_VALIDATION=1 FERRY_VULKAN_HIDE_FEATURES=cooperativeMatrix \
+      # hamming_topk's Vulkan cooperative-matrix scan, which runs only when asked for
+      step conformance-vulkan-coopmat env FERRY_BACKENDS=vulkan FERRY_REQUIRE=vulkan \
+        FERRY_VALIDATION=1 FERRY_VULKAN_HAMMING_SCAN=coopmat \
         "$bin/ferry_conformance" --test-case='hamming*'
       ;;
     soak)

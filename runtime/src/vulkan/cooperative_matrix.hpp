@@ -27,6 +27,9 @@ struct CooperativeMatrixSupport {
   bool feature = false;              // cooperativeMatrix (false when hidden for tests)
   bool shader_int8 = false;          // shaderInt8: the matrices' int8 components
   bool vulkan_memory_model = false;  // vulkanMemoryModel: GL_KHR_memory_scope_semantics
+  // vulkanMemoryModelDeviceScope: once vulkanMemoryModel is on, every shader that uses Device
+  // scope (the other ops' barriers) needs it too (VUID-RuntimeSpirv-vulkanMemoryModel-06265).
+  bool vulkan_memory_model_device_scope = false;
   bool subgroup_vote = false;        // vote operations in compute shaders
   std::uint32_t subgroup_size = 0;   // the default, and the range a shader may get
   std::uint32_t min_subgroup_size = 0;

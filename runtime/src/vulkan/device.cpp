@@ -78,6 +78,7 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
     features13.pNext = &matrix_features;
     features12.shaderInt8 = VK_TRUE;
     features12.vulkanMemoryModel = VK_TRUE;
+    features12.vulkanMemoryModelDeviceScope = VK_TRUE;
   }
   // Optional: only register_host_memory needs it.
   if (physical.host_memory_import.supported) {

@@ -134,6 +134,7 @@ Status describe_cooperative_matrix(VkPhysicalDevice handle,
   support.feature = matrix_features.cooperativeMatrix == VK_TRUE;
   support.shader_int8 = features12.shaderInt8 == VK_TRUE;
   support.vulkan_memory_model = features12.vulkanMemoryModel == VK_TRUE;
+  support.vulkan_memory_model_device_scope = features12.vulkanMemoryModelDeviceScope == VK_TRUE;
 
   VkPhysicalDeviceVulkan13Properties properties13{};
   properties13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES;

@@ -103,6 +103,7 @@ TEST_CASE("hamming_topk coopmat: 0/1 x +-1 products and the accumulator's start 
 CooperativeMatrixSupport nvidia_like() {
   CooperativeMatrixSupport support;
   support.extension = support.feature = support.shader_int8 = support.vulkan_memory_model = true;
+  support.vulkan_memory_model_device_scope = true;
   support.subgroup_vote = true;
   support.subgroup_size = support.min_subgroup_size = support.max_subgroup_size = 32;
   support.compute_shared_bytes = 49152;
@@ -131,6 +132,7 @@ TEST_CASE("hamming_topk coopmat: only a device with every piece gets the path") 
   CHECK(without([](auto& s) { s.feature = false; }) != "");  // FERRY_VULKAN_HIDE_FEATURES
   CHECK(without([](auto& s) { s.shader_int8 = false; }) != "");
   CHECK(without([](auto& s) { s.vulkan_memory_model = false; }) != "");
+  CHECK(without([](auto& s) { s.vulkan_memory_model_device_scope = false; }) != "");
   CHECK(without([](auto& s) { s.subgroup_vote = false; }) != "");
   CHECK(without([](auto& s) { s.subgroup_size = s.min_subgroup_size = s.max_subgroup_size = 64; }) != "");
   CHECK(without([](auto& s) { s.min_subgroup_size = 16; }) != "");  // a size could vary

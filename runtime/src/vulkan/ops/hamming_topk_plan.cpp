@@ -52,6 +52,7 @@ std::string hamming_coopmat_unsupported(const CooperativeMatrixSupport& support)
   if (!support.feature) return "no cooperativeMatrix feature";
   if (!support.shader_int8) return "no shaderInt8 feature";
   if (!support.vulkan_memory_model) return "no vulkanMemoryModel feature";
+  if (!support.vulkan_memory_model_device_scope) return "no vulkanMemoryModelDeviceScope feature";
   if (!support.subgroup_vote) return "no subgroup vote operations in compute shaders";
   constexpr std::uint32_t kSubgroup = FERRY_HAMMING_COOPMAT_SUBGROUP;
   if (support.subgroup_size != kSubgroup || support.min_subgroup_size != kSubgroup ||
