@@ -5,7 +5,8 @@
 // data of awkward sizes with duplicated rows (ties), several adds, every metric and threshold
 // kind, 16-bit inputs; a tiny device budget (codes streamed from the host, kept vectors read in
 // place) against a resident index; save/load round trips; damaged files; bad input; an add that
-// fails half way.
+// fails half way. Packed codes (add_codes, search_codes) against a brute-force Hamming truth on
+// the codes themselves, and against add() of floats with the same sign bits.
 #include <algorithm>
 #include <bit>
 #include <cmath>
