@@ -69,7 +69,6 @@ constexpr OptionSpec kOptions[] = {
     kDeviceOption,
 };
 
-constexpr std::uint64_t kStepBytes = 16ull << 20;  // code rows expanded per add / search step
 constexpr std::uint64_t kMaxIds = 0x7FFFFFFFull;   // ids written as int32
 
 // ---- The inputs ----
@@ -136,30 +135,6 @@ Status check_match(const Input& db, const Input& queries) {
   return ok_status();
 }
 
-// Code rows as float16 rows of 0.0 and 1.0, one per bit: the index quantizes them with threshold
-// zero (bit j = x_j > 0) back to the same codes, so they are searched exactly as they are.
-std::vector<std::uint16_t> expand_codes(const VectorMatrix& codes, std::uint64_t first,
-                                        std::uint64_t rows) {
-  constexpr std::uint16_t kOne = 0x3C00;  // 1.0 as float16
-  const std::uint64_t bytes = codes.row_bytes();
-  std::vector<std::uint16_t> out(rows * bytes * 8);
-  const std::byte* in = codes.bytes().data() + first * bytes;
-  for (std::uint64_t i = 0; i < rows * bytes; ++i) {
-    const auto byte = std::to_integer<unsigned>(in[i]);
-    for (unsigned bit = 0; bit < 8; ++bit) out[i * 8 + bit] = (byte >> bit) & 1u ? kOne : 0;
-  }
-  return out;
-}
-
-std::span<const std::byte> as_bytes(const std::vector<std::uint16_t>& values) {
-  return std::as_bytes(std::span(values));
-}
-
-// Rows per add or search step of expanded codes.
-std::uint64_t code_step_rows(const Input& input) {
-  return std::max<std::uint64_t>(1, kStepBytes / (std::uint64_t{input.dims} * 2));
-}
-
 // ---- The search ----
 
 struct Found {
@@ -180,7 +155,7 @@ Result<Found> search(const Device& device, const Input& db, const Input& queries
   index_options.dims = db.dims;
   index_options.metric = options.text("--metric") == "l2" ? IndexMetric::l2
                                                           : IndexMetric::inner_product;
-  index_options.input_type = db.codes ? ElementType::float16 : db.type;
+  index_options.input_type = db.codes ? ElementType::float32 : db.type;  // codes: unused
   index_options.threshold = !db.codes && options.text("--threshold") == "mean"
                                 ? IndexThreshold::first_add_mean
                                 : IndexThreshold::zero;
@@ -202,13 +177,10 @@ Result<Found> search(const Device& device, const Input& db, const Input& queries
 
   const auto added = Clock::now();
   if (db.codes) {
-    const std::uint64_t step = code_step_rows(db);
-    for (std::uint64_t first = 0; first < db.matrix.rows(); first += step) {
-      const std::uint64_t rows = std::min(step, db.matrix.rows() - first);
-      FERRY_RETURN_IF_ERROR(index.add(as_bytes(expand_codes(db.matrix, first, rows)), rows)
-                                .status()
-                                .with_context("adding database rows " + std::to_string(first)));
-    }
+    // Packed codes as they are: a row of B bytes (B a multiple of 8) is the index's code row.
+    FERRY_RETURN_IF_ERROR(index.add_codes(db.matrix.bytes(), db.matrix.rows())
+                              .status()
+                              .with_context("adding the database's codes"));
   } else {
     // One add: the mean threshold is that of the whole database.
     FERRY_RETURN_IF_ERROR(index.add(db.matrix.bytes(), db.matrix.rows())
@@ -217,30 +189,11 @@ Result<Found> search(const Device& device, const Input& db, const Input& queries
   }
   found.add_seconds = since(added);
 
-  const std::uint64_t total = queries.matrix.rows();
-  SearchResults& all = found.results;
-  all.queries = static_cast<std::uint32_t>(total);
-  all.k = k;
-  all.ids.reserve(total * k);
-  all.scores.reserve(total * k);
-  const std::uint64_t step = queries.codes ? code_step_rows(queries)
-                                            : std::numeric_limits<std::uint32_t>::max();
+  const auto count = static_cast<std::uint32_t>(queries.matrix.rows());  // checked by run()
   const auto searched = Clock::now();
-  for (std::uint64_t first = 0; first < total; first += step) {
-    const auto rows = static_cast<std::uint32_t>(std::min(step, total - first));
-    std::vector<std::uint16_t> expanded;
-    std::span<const std::byte> bytes;
-    if (queries.codes) {
-      expanded = expand_codes(queries.matrix, first, rows);
-      bytes = as_bytes(expanded);
-    } else {
-      bytes = queries.matrix.bytes().subspan(first * queries.matrix.row_bytes(),
-                                             rows * queries.matrix.row_bytes());
-    }
-    FERRY_ASSIGN_OR_RETURN(SearchResults part, index.search(bytes, rows, params));
-    all.ids.insert(all.ids.end(), part.ids.begin(), part.ids.end());
-    all.scores.insert(all.scores.end(), part.scores.begin(), part.scores.end());
-  }
+  FERRY_ASSIGN_OR_RETURN(found.results,
+                         queries.codes ? index.search_codes(queries.matrix.bytes(), count, params)
+                                       : index.search(queries.matrix.bytes(), count, params));
   found.search_seconds = since(searched);
   return found;
 }

@@ -389,10 +389,9 @@ TEST_CASE("search: --rescore l2, float16 .npy, k above the rows, JSON file") {
   CHECK(ran.out.find("out.json") != std::string::npos);  // the summary line
 }
 
-TEST_CASE("search: 4096-bit codes, database and queries added in several steps") {
+TEST_CASE("search: 4096-bit codes (the longest), thousands of rows and queries") {
   ferry::test::TempDir dir("ferry-search");
   std::mt19937_64 rng(std::random_device{}());
-  // 16 MiB steps of codes expanded to float16: 2048 rows of 4096 bits.
   const Codes db = random_codes(rng, 4099, 512, 512), queries = random_codes(rng, 2050, 512, 2);
   write_codes(dir / "base.bvecs", db);
   write_codes(dir / "q.bvecs", queries);

@@ -8,7 +8,11 @@
 // k. Results are identical on every backend: the ops are bit-exact and everything the index does
 // on the host (normalizing, merging per-chunk lists) is deterministic integer or IEEE code.
 //
-// Ids are row numbers: the rows of the first add() get 0, 1, ..., the next add() continues.
+// Codes can also be added and searched as they are (add_codes, search_codes), for binary
+// embeddings that arrive packed: no quantization, a sixteenth of the upload of float16 rows.
+//
+// Ids are row numbers: the rows of the first add() get 0, 1, ..., the next add() (or
+// add_codes()) continues.
 //
 // What the index computes on the host, exactly (so that anyone can reproduce its results):
 //   float16 / bfloat16 rows are converted to float32 exactly wherever float32 is needed.
@@ -150,11 +154,27 @@ class BinaryIndex {
   Result<std::uint64_t> add(std::span<const std::byte> vectors, std::uint64_t rows);
   Result<std::uint64_t> add(std::span<const float> vectors, std::uint64_t rows);  // float32
 
+  // Adds `rows` packed binary codes as they are, not quantized: binary_code_bytes(dims) bytes per
+  // row (codes.size() must be exactly rows times that), laid out as binary_quantize writes them
+  // (bit j of a row is bit j % 8 of its byte j / 8; the bits past dims, padding, must be 0).
+  // They are placed like add()'s codes. Only for an index that keeps no vectors
+  // (KeptVectors::none: codes have none to keep); the threshold options do not apply to them,
+  // but an index with IndexThreshold::first_add_mean takes codes only after its first add()
+  // (which fixes the thresholds its float searches use). Returns the id of the first row; on any
+  // error the index is as it was before the call.
+  Result<std::uint64_t> add_codes(std::span<const std::byte> codes, std::uint64_t rows);
+
   // Searches `queries` rows laid out as add() takes them.
   Result<SearchResults> search(std::span<const std::byte> queries, std::uint32_t queries_count,
                                const SearchParams& params) const;
   Result<SearchResults> search(std::span<const float> queries, std::uint32_t queries_count,
                                const SearchParams& params) const;
+
+  // Searches `queries` packed query codes laid out as add_codes() takes them, exactly as search()
+  // searches the codes it quantizes. No rescoring (params.rescore must be false: rescoring needs
+  // the query vectors).
+  Result<SearchResults> search_codes(std::span<const std::byte> query_codes,
+                                     std::uint32_t queries, const SearchParams& params) const;
 
   // Writes the index to `path` atomically: a temporary file next to it, flushed, then renamed.
   Status save(const std::filesystem::path& path) const;

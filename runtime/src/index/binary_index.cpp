@@ -143,6 +143,89 @@ Status check_rows(const char* call, const char* what, const BinaryIndexOptions& 
   return Status();
 }
 
+// `rows` packed codes of the index: their size, and zeros in the padding bits past dims (which
+// hamming_topk counts like any other bit), or an error naming the argument and the row.
+Status check_codes(const char* call, const char* what, const BinaryIndexOptions& o,
+                   std::span<const std::byte> codes, std::uint64_t rows) {
+  const std::uint64_t row_bytes = binary_code_bytes(o.dims);
+  const std::optional<std::uint64_t> expected = detail::checked_mul(rows, row_bytes);
+  if (!expected || *expected != codes.size()) {
+    return invalid(call, std::string(what) + " hold " + std::to_string(codes.size()) +
+                             " bytes, but " + std::to_string(rows) + " codes of dims " +
+                             std::to_string(o.dims) + " (" + std::to_string(row_bytes) +
+                             " bytes each) take " +
+                             (expected ? std::to_string(*expected) : std::string("more than 2^64")));
+  }
+  if (o.dims % 64 == 0) return Status();
+  // The padding: the bits of the last used byte past dims, then whole bytes to the row's end.
+  const std::uint64_t used = (std::uint64_t{o.dims} + 7) / 8;
+  const unsigned last_mask = o.dims % 8 == 0 ? 0u : (0xFFu << (o.dims % 8)) & 0xFFu;
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    const std::byte* row = codes.data() + r * row_bytes;
+    bool clean = (std::to_integer<unsigned>(row[used - 1]) & last_mask) == 0;
+    for (std::uint64_t b = used; clean && b < row_bytes; ++b) clean = row[b] == std::byte{0};
+    if (!clean) {
+      return invalid(call, std::string(what) + ": code " + std::to_string(r) +
+                               " has bits set past dims " + std::to_string(o.dims) + " (bits " +
+                               std::to_string(o.dims) + ".." + std::to_string(row_bytes * 8 - 1) +
+                               " of a code are padding and must be 0)");
+    }
+  }
+  return Status();
+}
+
+// The parameters of a search, or an error; `candidates` gets the Hamming list length.
+Status check_search(const char* call, const BinaryIndex::State& s, std::uint32_t queries_count,
+                    const SearchParams& params, std::uint32_t& candidates) {
+  if (queries_count == 0) return invalid(call, "queries_count must be > 0");
+  if (params.k == 0 || params.k > kHammingMaxK) {
+    return invalid(call, "k " + std::to_string(params.k) + " outside 1.." +
+                             std::to_string(kHammingMaxK));
+  }
+  if (params.oversample == 0) return invalid(call, "oversample must be >= 1");
+  candidates = params.k;
+  if (!params.rescore) return Status();
+  if (s.options.keep == KeptVectors::none) {
+    return Status(ErrorCode::failed_precondition,
+                  std::string(call) + ": rescore asked, but the index keeps no vectors "
+                                      "(BinaryIndexOptions::keep is none)");
+  }
+  const std::uint64_t wanted = std::uint64_t{params.k} * params.oversample;
+  if (wanted > kHammingMaxK) {
+    return invalid(call, "k * oversample = " + std::to_string(params.k) + " * " +
+                             std::to_string(params.oversample) + " = " + std::to_string(wanted) +
+                             " candidates, above hamming_topk's " + std::to_string(kHammingMaxK));
+  }
+  candidates = static_cast<std::uint32_t>(wanted);
+  if (Status supported = s.device.supports("rescore"); !supported.ok()) {
+    return supported.with_context(call);
+  }
+  return Status();
+}
+
+// A validated search, under the index's lock.
+Result<SearchResults> run_search(const char* call, BinaryIndex::State& s,
+                                 std::span<const std::byte> queries, std::uint32_t queries_count,
+                                 const SearchParams& params, std::uint32_t candidates,
+                                 QueryInput input) {
+  std::lock_guard lock(s.mutex);
+  if (s.rows == 0) {
+    return Status(ErrorCode::failed_precondition, std::string(call) + ": the index is empty");
+  }
+  try {
+    Result<SearchResults> results = s.search(queries, queries_count, params, input);
+    if (!results.ok()) {
+      return results.status().with_context(std::string(call) + "(" +
+                                           std::to_string(queries_count) + " queries, k " +
+                                           std::to_string(params.k) + ", " +
+                                           std::to_string(candidates) + " candidates)");
+    }
+    return results;
+  } catch (const std::bad_alloc&) {
+    return out_of_host_memory(call);
+  }
+}
+
 }  // namespace
 
 BinaryIndex::BinaryIndex() = default;
@@ -246,53 +329,63 @@ Result<std::uint64_t> BinaryIndex::add(std::span<const float> vectors, std::uint
   return add(std::as_bytes(vectors), rows);
 }
 
+Result<std::uint64_t> BinaryIndex::add_codes(std::span<const std::byte> codes,
+                                             std::uint64_t rows) {
+  static constexpr const char* kCall = "BinaryIndex::add_codes";
+  if (!state_) return no_index(kCall);
+  State& s = *state_;
+  if (rows == 0) return invalid(kCall, "rows must be > 0");
+  if (s.options.keep != KeptVectors::none) {
+    return invalid(kCall, "the index keeps " + std::string(to_string(s.options.keep)) +
+                              " vectors (BinaryIndexOptions::keep), which codes do not have; "
+                              "add vectors with add(), or make the index with keep none");
+  }
+  FERRY_RETURN_IF_ERROR(check_codes(kCall, "codes", s.options, codes, rows));
+  std::lock_guard lock(s.mutex);
+  if (s.thresholds.empty()) {
+    return Status(ErrorCode::failed_precondition,
+                  std::string(kCall) + ": the index's threshold is first_add_mean and no add() "
+                                       "has fixed it yet (its float searches need it): add "
+                                       "vectors first, or make the index with threshold zero");
+  }
+  try {
+    Result<std::uint64_t> first = s.add_codes(codes, rows);
+    if (!first.ok()) {
+      return first.status().with_context(std::string(kCall) + "(" + std::to_string(rows) +
+                                         " rows): nothing added");
+    }
+    return first;
+  } catch (const std::bad_alloc&) {
+    return out_of_host_memory(kCall);
+  }
+}
+
 Result<SearchResults> BinaryIndex::search(std::span<const std::byte> queries,
                                           std::uint32_t queries_count,
                                           const SearchParams& params) const {
   static constexpr const char* kCall = "BinaryIndex::search";
   if (!state_) return no_index(kCall);
   State& s = *state_;
-  if (queries_count == 0) return invalid(kCall, "queries_count must be > 0");
+  std::uint32_t candidates = 0;
+  FERRY_RETURN_IF_ERROR(check_search(kCall, s, queries_count, params, candidates));
   FERRY_RETURN_IF_ERROR(check_rows(kCall, "queries", s.options, queries.size(), queries_count));
-  if (params.k == 0 || params.k > kHammingMaxK) {
-    return invalid(kCall, "k " + std::to_string(params.k) + " outside 1.." +
-                              std::to_string(kHammingMaxK));
-  }
-  if (params.oversample == 0) return invalid(kCall, "oversample must be >= 1");
-  std::uint32_t candidates = params.k;
+  return run_search(kCall, s, queries, queries_count, params, candidates, QueryInput::vectors);
+}
+
+Result<SearchResults> BinaryIndex::search_codes(std::span<const std::byte> query_codes,
+                                                std::uint32_t queries,
+                                                const SearchParams& params) const {
+  static constexpr const char* kCall = "BinaryIndex::search_codes";
+  if (!state_) return no_index(kCall);
+  State& s = *state_;
   if (params.rescore) {
-    if (s.options.keep == KeptVectors::none) {
-      return Status(ErrorCode::failed_precondition,
-                    std::string(kCall) + ": rescore asked, but the index keeps no vectors "
-                                         "(BinaryIndexOptions::keep is none)");
-    }
-    const std::uint64_t wanted = std::uint64_t{params.k} * params.oversample;
-    if (wanted > kHammingMaxK) {
-      return invalid(kCall, "k * oversample = " + std::to_string(params.k) + " * " +
-                                std::to_string(params.oversample) + " = " + std::to_string(wanted) +
-                                " candidates, above hamming_topk's " + std::to_string(kHammingMaxK));
-    }
-    candidates = static_cast<std::uint32_t>(wanted);
-    if (Status supported = s.device.supports("rescore"); !supported.ok()) {
-      return supported.with_context(kCall);
-    }
+    return invalid(kCall, "rescore asked, but rescoring needs the query vectors and "
+                          "search_codes has only their codes (use search())");
   }
-  std::lock_guard lock(s.mutex);
-  if (s.rows == 0) {
-    return Status(ErrorCode::failed_precondition, std::string(kCall) + ": the index is empty");
-  }
-  try {
-    Result<SearchResults> results = s.search(queries, queries_count, params);
-    if (!results.ok()) {
-      return results.status().with_context(std::string(kCall) + "(" +
-                                           std::to_string(queries_count) + " queries, k " +
-                                           std::to_string(params.k) + ", " +
-                                           std::to_string(candidates) + " candidates)");
-    }
-    return results;
-  } catch (const std::bad_alloc&) {
-    return out_of_host_memory(kCall);
-  }
+  std::uint32_t candidates = 0;
+  FERRY_RETURN_IF_ERROR(check_search(kCall, s, queries, params, candidates));
+  FERRY_RETURN_IF_ERROR(check_codes(kCall, "query_codes", s.options, query_codes, queries));
+  return run_search(kCall, s, query_codes, queries, params, candidates, QueryInput::codes);
 }
 
 Result<SearchResults> BinaryIndex::search(std::span<const float> queries,

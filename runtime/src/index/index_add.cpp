@@ -3,6 +3,7 @@
 // input buffers alternate, so the upload of step i + 1 overlaps the quantization of step i; the
 // queues' progress points order the reuse. Nothing is committed (row count, thresholds, scale)
 // until every step has completed; an add that fails gives back the segments it allocated.
+// BinaryIndex::add_codes puts the codes in place as they are (store_rows, which load shares).
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -96,6 +97,59 @@ Result<std::uint64_t> BinaryIndex::State::add(std::span<const std::byte> rows_in
   thresholds = std::move(new_thresholds);
   int8_scale = scale;
   return first;
+}
+
+Result<std::uint64_t> BinaryIndex::State::add_codes(std::span<const std::byte> codes_in,
+                                                    std::uint64_t count) {
+  const std::uint64_t first = rows;
+  if (!detail::checked_add(first, count)) {
+    return Status(ErrorCode::invalid_argument, "the row count would pass 2^64");
+  }
+  const std::size_t code_segments = codes.segments().size();
+  index::SubmittedWork submitted;
+  std::uint64_t taken = 0;
+  const RowSource next = [&](std::uint64_t bytes) -> Result<std::span<const std::byte>> {
+    const std::span<const std::byte> step = codes_in.subspan(taken, bytes);
+    taken += bytes;
+    return step;
+  };
+  Status status = codes.reserve(device, first + count, "codes");
+  if (status.ok()) status = store_rows(codes, first, count, next, submitted);
+  if (status.ok()) {
+    status = submitted.wait();
+  } else {
+    submitted.settle();
+  }
+  if (!status.ok()) {
+    codes.truncate(code_segments);
+    return status;
+  }
+  rows = first + count;
+  return first;
+}
+
+Status BinaryIndex::State::store_rows(const index::SegmentStore& store, std::uint64_t first,
+                                      std::uint64_t count, const RowSource& next,
+                                      index::SubmittedWork& submitted) {
+  const std::uint64_t row_bytes = store.row_bytes();
+  const std::uint64_t step = std::max<std::uint64_t>(1, options.memory.staging_slab_bytes / row_bytes);
+  for (const SegmentPiece& piece : store.pieces(first, count)) {
+    const index::Segment& segment = store.segments()[piece.segment];
+    for (std::uint64_t done = 0; done < piece.rows; done += step) {
+      const std::uint64_t n = std::min(step, piece.rows - done);
+      const std::uint64_t offset = (piece.local_row + done) * row_bytes;
+      FERRY_ASSIGN_OR_RETURN(const std::span<const std::byte> bytes, next(n * row_bytes));
+      if (segment.on_device()) {
+        // Returns once the bytes are in the pool: the source can take the next step.
+        FERRY_ASSIGN_OR_RETURN(TimelinePoint uploaded,
+                               ferry::upload(upload, upload_pool, bytes, segment.device, offset));
+        submitted.note(QueueKind::upload, uploaded);
+      } else {
+        copy_to_host(segment.host_bytes(row_bytes).data() + offset, bytes.data(), bytes.size());
+      }
+    }
+  }
+  return Status();
 }
 
 Status BinaryIndex::State::add_rows(std::span<const std::byte> rows_in, std::uint64_t first,

@@ -1,8 +1,7 @@
 // BinaryIndex::save and the payload half of BinaryIndex::load (index_file.hpp has the format).
 // Rows move in steps of a staging slab: device segments through the readback pool (save) or the
-// upload pool (load), host segments straight from or into their memory.
+// upload pool (load, store_rows), host segments straight from or into their memory.
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -75,27 +74,13 @@ Status BinaryIndex::State::load_payload(index::FileReader& reader, const index::
   if (vector_bytes != 0) FERRY_RETURN_IF_ERROR(vectors.reserve(device, header.rows, "kept vectors"));
   index::SubmittedWork submitted;
   std::vector<std::byte> host;
-  auto read_rows = [&](const index::SegmentStore& store) -> Status {
-    const std::uint64_t row_bytes = store.row_bytes();
-    const std::uint64_t step = io_rows(options, row_bytes);
-    for (const index::SegmentPiece& piece : store.pieces(0, header.rows)) {
-      const index::Segment& segment = store.segments()[piece.segment];
-      for (std::uint64_t done = 0; done < piece.rows; done += step) {
-        const std::uint64_t n = std::min(step, piece.rows - done);
-        const std::uint64_t offset = (piece.local_row + done) * row_bytes;
-        host.resize(n * row_bytes);
-        FERRY_RETURN_IF_ERROR(reader.read(host, true));
-        if (segment.on_device()) {
-          // Returns once the bytes are in the pool: `host` can take the next step.
-          FERRY_ASSIGN_OR_RETURN(TimelinePoint uploaded,
-                                 ferry::upload(upload, upload_pool, host, segment.device, offset));
-          submitted.note(QueueKind::upload, uploaded);
-        } else {
-          std::memcpy(segment.host_bytes(row_bytes).data() + offset, host.data(), host.size());
-        }
-      }
-    }
-    return Status();
+  const RowSource read = [&](std::uint64_t bytes) -> Result<std::span<const std::byte>> {
+    host.resize(bytes);
+    FERRY_RETURN_IF_ERROR(reader.read(host, true));
+    return std::span<const std::byte>(host);
+  };
+  auto read_rows = [&](const index::SegmentStore& store) {
+    return store_rows(store, 0, header.rows, read, submitted);
   };
   Status status = read_rows(codes);
   if (status.ok() && vector_bytes != 0) status = read_rows(vectors);

@@ -1,5 +1,7 @@
-// BinaryIndex::search, per block of queries (as many as the work buffers' bound allows):
-//   1. the queries, as float32 values (normalized for cosine), uploaded and quantized;
+// BinaryIndex::search and search_codes, per block of queries (as many as the work buffers' bound
+// allows):
+//   1. the queries, as float32 values (normalized for cosine), uploaded and quantized; or their
+//      codes (search_codes) uploaded as they are;
 //   2. hamming_topk over each device code segment, then over the host segments streamed in chunks
 //      through the upload staging pool: two device stream buffers alternate, so the upload of
 //      chunk i + 1 (upload queue) overlaps the search of chunk i (compute queue);
@@ -71,7 +73,8 @@ Result<std::vector<std::uint32_t>> download_words(const Queue& queue, const Stag
 }  // namespace
 
 Result<SearchResults> BinaryIndex::State::search(std::span<const std::byte> queries,
-                                                 std::uint32_t count, const SearchParams& params) {
+                                                 std::uint32_t count, const SearchParams& params,
+                                                 QueryInput input) {
   const std::uint32_t candidates = params.rescore ? params.k * params.oversample : params.k;
   SearchResults out;
   out.queries = count;
@@ -92,12 +95,12 @@ Result<SearchResults> BinaryIndex::State::search(std::span<const std::byte> quer
   const std::uint64_t block = std::clamp<std::uint64_t>(
       options.memory.segment_bytes / per_query, 1, count);
 
+  const std::uint64_t row_bytes = input == QueryInput::codes ? code_bytes : input_row_bytes();
   index::SubmittedWork submitted;
   for (std::uint64_t first = 0; first < count; first += block) {
     const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(block, count - first));
-    const std::span<const std::byte> rows_in =
-        queries.subspan(first * input_row_bytes(), n * input_row_bytes());
-    Status status = search_block(rows_in, n, params, candidates, out,
+    const std::span<const std::byte> rows_in = queries.subspan(first * row_bytes, n * row_bytes);
+    Status status = search_block(rows_in, input, n, params, candidates, out,
                                  static_cast<std::uint32_t>(first), submitted);
     if (!status.ok()) {
       submitted.settle();
@@ -111,40 +114,56 @@ Result<SearchResults> BinaryIndex::State::search(std::span<const std::byte> quer
   return out;
 }
 
-Status BinaryIndex::State::search_block(std::span<const std::byte> queries, std::uint32_t count,
-                                        const SearchParams& params, std::uint32_t candidates,
-                                        SearchResults& out, std::uint32_t out_first,
-                                        index::SubmittedWork& submitted) {
+Status BinaryIndex::State::search_block(std::span<const std::byte> queries, QueryInput input,
+                                        std::uint32_t count, const SearchParams& params,
+                                        std::uint32_t candidates, SearchResults& out,
+                                        std::uint32_t out_first, index::SubmittedWork& submitted) {
   const std::uint32_t dims = options.dims;
-  // 1. The queries as float32 values (and int8 for int8 rescoring), uploaded and quantized.
-  std::vector<float> values(std::uint64_t{count} * dims);
-  for (std::uint32_t q = 0; q < count; ++q) {
-    index::row_values(options, queries.data() + std::uint64_t{q} * input_row_bytes(),
-                      std::span(values).subspan(std::uint64_t{q} * dims, dims));
-  }
-  FERRY_ASSIGN_OR_RETURN(BufferRef query_floats,
-                         work.query_floats.at_least(device, values.size() * 4, "queries"));
   FERRY_ASSIGN_OR_RETURN(BufferRef query_codes,
                          work.query_codes.at_least(device, std::uint64_t{count} * code_bytes,
                                                    "query codes"));
-  FERRY_ASSIGN_OR_RETURN(TimelinePoint uploaded,
-                         ferry::upload(upload, upload_pool, std::as_bytes(std::span(values)),
-                                       query_floats, 0));
-  submitted.note(QueueKind::upload, uploaded);
-  BufferRef rescore_queries = query_floats;
-  if (params.rescore && options.keep == KeptVectors::int8) {
-    std::vector<std::int8_t> int8_values(values.size());
-    for (std::uint32_t q = 0; q < count; ++q) {
-      index::quantize_int8(std::span(values).subspan(std::uint64_t{q} * dims, dims), int8_scale,
-                           int8_values.data() + std::uint64_t{q} * dims);
-    }
-    FERRY_ASSIGN_OR_RETURN(BufferRef query_int8,
-                           work.query_int8.at_least(device, int8_values.size(), "int8 queries"));
-    FERRY_ASSIGN_OR_RETURN(uploaded, ferry::upload(upload, upload_pool,
-                                                   std::as_bytes(std::span(int8_values)),
-                                                   query_int8, 0));
+  CommandList commands;
+  TimelinePoint uploaded;
+  BufferRef rescore_queries(Buffer{});
+  if (input == QueryInput::codes) {
+    // 1. The codes as they are.
+    FERRY_ASSIGN_OR_RETURN(uploaded, ferry::upload(upload, upload_pool, queries, query_codes, 0));
     submitted.note(QueueKind::upload, uploaded);
-    rescore_queries = query_int8;
+  } else {
+    // 1. The queries as float32 values (and int8 for int8 rescoring), uploaded and quantized.
+    std::vector<float> values(std::uint64_t{count} * dims);
+    for (std::uint32_t q = 0; q < count; ++q) {
+      index::row_values(options, queries.data() + std::uint64_t{q} * input_row_bytes(),
+                        std::span(values).subspan(std::uint64_t{q} * dims, dims));
+    }
+    FERRY_ASSIGN_OR_RETURN(BufferRef query_floats,
+                           work.query_floats.at_least(device, values.size() * 4, "queries"));
+    FERRY_ASSIGN_OR_RETURN(uploaded, ferry::upload(upload, upload_pool,
+                                                   std::as_bytes(std::span(values)), query_floats, 0));
+    submitted.note(QueueKind::upload, uploaded);
+    rescore_queries = query_floats;
+    if (params.rescore && options.keep == KeptVectors::int8) {
+      std::vector<std::int8_t> int8_values(values.size());
+      for (std::uint32_t q = 0; q < count; ++q) {
+        index::quantize_int8(std::span(values).subspan(std::uint64_t{q} * dims, dims), int8_scale,
+                             int8_values.data() + std::uint64_t{q} * dims);
+      }
+      FERRY_ASSIGN_OR_RETURN(BufferRef query_int8,
+                             work.query_int8.at_least(device, int8_values.size(), "int8 queries"));
+      FERRY_ASSIGN_OR_RETURN(uploaded, ferry::upload(upload, upload_pool,
+                                                     std::as_bytes(std::span(int8_values)),
+                                                     query_int8, 0));
+      submitted.note(QueueKind::upload, uploaded);
+      rescore_queries = query_int8;
+    }
+    const BufferRef thresholds_ref =
+        thresholds_buffer ? BufferRef(thresholds_buffer) : BufferRef(Buffer());
+    BinaryQuantizeParams quantize;
+    quantize.rows = count;
+    quantize.dims = dims;
+    quantize.input_type = ElementType::float32;
+    if (thresholds_buffer) quantize.thresholds.buffer = &thresholds_ref;
+    FERRY_RETURN_IF_ERROR(binary_quantize(commands, query_floats, 0, query_codes, 0, quantize));
   }
 
   // 2. hamming_topk over every part; each part's lists at its own place in the results buffer.
@@ -160,24 +179,15 @@ Status BinaryIndex::State::search_block(std::span<const std::byte> queries, std:
   }
   FERRY_ASSIGN_OR_RETURN(BufferRef results,
                          work.results.at_least(device, part_offset.back(), "Hamming lists"));
-  const BufferRef thresholds_ref =
-      thresholds_buffer ? BufferRef(thresholds_buffer) : BufferRef(Buffer());
-  BinaryQuantizeParams quantize;
-  quantize.rows = count;
-  quantize.dims = dims;
-  quantize.input_type = ElementType::float32;
-  if (thresholds_buffer) quantize.thresholds.buffer = &thresholds_ref;
-  auto search_part = [&](CommandList& commands, std::size_t p, const BufferRef& database,
+  auto search_part = [&](CommandList& into, std::size_t p, const BufferRef& database,
                          std::uint64_t database_offset) {
     const std::uint64_t list_bytes = std::uint64_t{count} * part_k[p] * 4;
     const HammingTopkBuffers buffers{query_codes, 0, database, database_offset,
                                      results, part_offset[p], results, part_offset[p] + list_bytes};
-    return hamming_topk(commands, buffers,
+    return hamming_topk(into, buffers,
                         {code_bytes * 8, count, parts[p].rows, part_k[p]});
   };
 
-  CommandList commands;
-  FERRY_RETURN_IF_ERROR(binary_quantize(commands, query_floats, 0, query_codes, 0, quantize));
   std::size_t p = 0;
   for (; p < parts.size() && parts[p].segment->on_device(); ++p) {
     FERRY_RETURN_IF_ERROR(search_part(commands, p, parts[p].segment->device,

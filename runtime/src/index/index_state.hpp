@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -53,6 +54,9 @@ class SubmittedWork {
 
 namespace ferry {
 
+// What a search's query rows are: vectors to quantize, or codes as they are.
+enum class QueryInput : std::uint8_t { vectors, codes };
+
 struct BinaryIndex::State {
   Device device;
   BinaryIndexOptions options;     // as placed (memory) and validated
@@ -79,8 +83,9 @@ struct BinaryIndex::State {
                                              const BinaryIndexOptions& options);
 
   Result<std::uint64_t> add(std::span<const std::byte> vectors, std::uint64_t rows);
+  Result<std::uint64_t> add_codes(std::span<const std::byte> codes, std::uint64_t rows);
   Result<SearchResults> search(std::span<const std::byte> queries, std::uint32_t count,
-                               const SearchParams& params);
+                               const SearchParams& params, QueryInput input);
   Status save(const std::filesystem::path& path);
   Status load_payload(index::FileReader& reader, const index::FileHeader& header);
 
@@ -91,11 +96,18 @@ struct BinaryIndex::State {
   std::uint64_t step_rows() const;
   // Copies the thresholds in use to the device (thresholds_buffer).
   Status upload_thresholds(std::span<const float> values);
+  // Puts rows [first, first + count) of `store`, whose places are reserved, in place as they are,
+  // in steps of at most a staging slab: device segments through the upload pool, host segments
+  // by a host copy. `next(bytes)` gives the next step's rows (in row order, `bytes` long), or an
+  // error. Returns once every step is submitted; `submitted` has the uploads to wait for.
+  using RowSource = std::function<Result<std::span<const std::byte>>(std::uint64_t bytes)>;
+  Status store_rows(const index::SegmentStore& store, std::uint64_t first, std::uint64_t count,
+                    const RowSource& next, index::SubmittedWork& submitted);
 
  private:
   Status add_rows(std::span<const std::byte> vectors, std::uint64_t first, std::uint64_t count,
                   float scale, index::SubmittedWork& submitted);
-  Status search_block(std::span<const std::byte> queries, std::uint32_t count,
+  Status search_block(std::span<const std::byte> queries, QueryInput input, std::uint32_t count,
                       const SearchParams& params, std::uint32_t candidates, SearchResults& out,
                       std::uint32_t out_first, index::SubmittedWork& submitted);
   Status rescore_block(std::uint32_t count, const SearchParams& params,

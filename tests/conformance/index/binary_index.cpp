@@ -5,7 +5,8 @@
 // data of awkward sizes with duplicated rows (ties), several adds, every metric and threshold
 // kind, 16-bit inputs; a tiny device budget (codes streamed from the host, kept vectors read in
 // place) against a resident index; save/load round trips; damaged files; bad input; an add that
-// fails half way.
+// fails half way. Packed codes (add_codes, search_codes) against a brute-force Hamming truth on
+// the codes themselves, and against add() of floats with the same sign bits.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -622,6 +623,273 @@ TEST_CASE("BinaryIndex: an add that fails half way leaves the index as it was") 
         model.add(next);
         check_results(REQUIRE_VALUE(index.search(queries.bytes, 5, {20, 1, false})),
                       model.search(queries, {20, 1, false}), "after the fault");
+      }
+    }
+  });
+}
+
+// ---- codes added and searched as they are (add_codes, search_codes) ---------------------------
+
+namespace {
+
+// Random packed codes of `dims` bits (padding bits 0), some rows copies of earlier ones (ties).
+std::vector<std::byte> make_codes(std::mt19937_64& rng, std::uint64_t count, std::uint32_t dims) {
+  const std::uint64_t row_bytes = ferry::binary_code_bytes(dims);
+  std::vector<std::byte> codes(count * row_bytes, std::byte{0});
+  for (std::uint64_t r = 0; r < count; ++r) {
+    std::byte* row = codes.data() + r * row_bytes;
+    if (r > 0 && rng() % 8 == 0) {
+      std::memcpy(row, codes.data() + (rng() % r) * row_bytes, row_bytes);
+      continue;
+    }
+    for (std::uint32_t j = 0; j < dims; ++j) {
+      if (rng() % 2 != 0) row[j / 8] |= std::byte{1} << (j % 8);
+    }
+  }
+  return codes;
+}
+
+// The codes of float rows with threshold zero, from the definition: bit j = x_j > 0.
+std::vector<std::byte> sign_codes(const Rows& rows, std::uint32_t dims) {
+  const std::uint64_t row_bytes = ferry::binary_code_bytes(dims);
+  std::vector<std::byte> codes(rows.count * row_bytes, std::byte{0});
+  for (std::uint64_t r = 0; r < rows.count; ++r) {
+    for (std::uint32_t j = 0; j < dims; ++j) {
+      if (rows.values[r * dims + j] > 0.0f) codes[r * row_bytes + j / 8] |= std::byte{1} << (j % 8);
+    }
+  }
+  return codes;
+}
+
+// Every query code's Hamming distance to every database code, sorted by (distance, id), the
+// first k kept; padded with kBinaryIndexNoId and NaN past the database's rows.
+SearchResults code_truth(const std::vector<std::byte>& db, const std::vector<std::byte>& queries,
+                         std::uint32_t dims, std::uint32_t k) {
+  const std::uint64_t row_bytes = ferry::binary_code_bytes(dims);
+  const std::uint64_t rows = db.size() / row_bytes;
+  SearchResults out;
+  out.queries = static_cast<std::uint32_t>(queries.size() / row_bytes);
+  out.k = k;
+  out.ids.assign(std::uint64_t{out.queries} * k, ferry::kBinaryIndexNoId);
+  out.scores.assign(out.ids.size(), std::numeric_limits<float>::quiet_NaN());
+  for (std::uint32_t q = 0; q < out.queries; ++q) {
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> all;
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      std::uint32_t distance = 0;
+      for (std::uint64_t b = 0; b < row_bytes; ++b) {
+        distance += static_cast<std::uint32_t>(std::popcount(
+            std::to_integer<unsigned>(queries[q * row_bytes + b] ^ db[r * row_bytes + b])));
+      }
+      all.emplace_back(distance, r);
+    }
+    std::sort(all.begin(), all.end());
+    for (std::size_t i = 0; i < std::min<std::size_t>(all.size(), k); ++i) {
+      out.ids[std::uint64_t{q} * k + i] = all[i].second;
+      out.scores[std::uint64_t{q} * k + i] = static_cast<float>(all[i].first);
+    }
+  }
+  return out;
+}
+
+BinaryIndexOptions codes_options(std::uint32_t dims, BinaryIndexMemory memory) {
+  BinaryIndexOptions o;
+  o.dims = dims;
+  o.memory = memory;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("BinaryIndex: add_codes and search_codes match the brute-force truth, in any placement") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
+    for (const std::uint32_t dims : {5u, 37u, 64u, 200u, 256u}) {
+      for (const bool tiny : {false, true}) {
+        INFO("dims " << dims << ", tiny device budget " << tiny);
+        BinaryIndex index =
+            REQUIRE_VALUE(BinaryIndex::create(t.device, codes_options(dims, tiny ? tiny_memory()
+                                                                                 : BinaryIndexMemory{})));
+        std::vector<std::byte> all;
+        for (const std::uint64_t count : {1u, 130u, 57u, 200u}) {
+          const std::vector<std::byte> codes = make_codes(t.rng, count, dims);
+          const std::uint64_t rows_before = all.size() / ferry::binary_code_bytes(dims);
+          CHECK(REQUIRE_VALUE(index.add_codes(codes, count)) == rows_before);
+          all.insert(all.end(), codes.begin(), codes.end());
+        }
+        const ferry::BinaryIndexStats stats = index.stats();
+        CHECK(stats.rows == 388);
+        if (tiny) {
+          CHECK(stats.device_code_rows > 0);
+          CHECK(stats.device_code_rows < stats.rows);  // the rest is streamed
+          CHECK(stats.code_segments >= 3);
+        } else {
+          CHECK(stats.device_code_rows == stats.rows);
+        }
+        std::vector<std::byte> queries = make_codes(t.rng, 9, dims);
+        // A query equal to a database row: distance 0, ties with its copies by id.
+        std::memcpy(queries.data(), all.data() + 77 * ferry::binary_code_bytes(dims),
+                    ferry::binary_code_bytes(dims));
+        for (const std::uint32_t k : {1u, 10u, 1000u}) {  // 1000: past the rows, padded
+          INFO("k " << k);
+          check_results(REQUIRE_VALUE(index.search_codes(queries, 9, {k, 1, false})),
+                        code_truth(all, queries, dims, k), "search_codes against the truth");
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("BinaryIndex: codes of the signs search like the float rows they come from") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
+    for (const ElementType type : {ElementType::float32, ElementType::float16}) {
+      const std::uint32_t dims = 101;
+      INFO("input " << ferry::to_string(type));
+      BinaryIndexOptions o = codes_options(dims, tiny_memory());
+      o.input_type = type;
+      BinaryIndex floats = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+      BinaryIndex codes = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+      BinaryIndex mixed = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+      std::vector<std::byte> all;
+      std::size_t add = 0;
+      for (const std::uint64_t count : {60u, 3u, 140u}) {
+        const Rows rows = make_rows(t.rng, count, dims, type);
+        const std::vector<std::byte> row_codes = sign_codes(rows, dims);
+        REQUIRE_OK(floats.add(rows.bytes, count));
+        REQUIRE_OK(codes.add_codes(row_codes, count));
+        // Mixed: add() and add_codes() in turn continue the same ids.
+        const std::uint64_t first = add++ % 2 == 0 ? REQUIRE_VALUE(mixed.add(rows.bytes, count))
+                                                   : REQUIRE_VALUE(mixed.add_codes(row_codes, count));
+        CHECK(first == all.size() / ferry::binary_code_bytes(dims));
+        all.insert(all.end(), row_codes.begin(), row_codes.end());
+      }
+      const Rows queries = make_rows(t.rng, 8, dims, type);
+      const std::vector<std::byte> query_codes = sign_codes(queries, dims);
+      for (const std::uint32_t k : {1u, 25u, 300u}) {
+        INFO("k " << k);
+        const SearchResults expected = code_truth(all, query_codes, dims, k);
+        const SearchParams params{k, 1, false};
+        check_results(REQUIRE_VALUE(floats.search(queries.bytes, 8, params)), expected, "floats");
+        check_results(REQUIRE_VALUE(floats.search_codes(query_codes, 8, params)), expected,
+                      "floats, searched by codes");
+        check_results(REQUIRE_VALUE(codes.search(queries.bytes, 8, params)), expected,
+                      "codes, searched by floats");
+        check_results(REQUIRE_VALUE(codes.search_codes(query_codes, 8, params)), expected, "codes");
+        check_results(REQUIRE_VALUE(mixed.search_codes(query_codes, 8, params)), expected, "mixed");
+      }
+      // The same index either way: the saved files are the same bytes, and a loaded one searches
+      // the same (placed otherwise).
+      const std::string backend(ferry::to_string(t.backend));
+      const fs::path from_floats = temp_file(backend + "_from_floats.bix");
+      const fs::path from_codes = temp_file(backend + "_from_codes.bix");
+      REQUIRE_OK(floats.save(from_floats));
+      REQUIRE_OK(codes.save(from_codes));
+      CHECK(file_bytes(from_codes) == file_bytes(from_floats));
+      BinaryIndex loaded = REQUIRE_VALUE(BinaryIndex::load(t.device, from_codes));
+      CHECK(loaded.size() == codes.size());
+      check_results(REQUIRE_VALUE(loaded.search_codes(query_codes, 8, {30, 1, false})),
+                    code_truth(all, query_codes, dims, 30), "loaded");
+      fs::remove(from_floats);
+      fs::remove(from_codes);
+    }
+  });
+}
+
+TEST_CASE("BinaryIndex: bad codes are a clear error and change nothing") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
+    const std::uint32_t dims = 70;  // 16 bytes per code, bits 70..127 padding
+    BinaryIndex index = REQUIRE_VALUE(BinaryIndex::create(t.device, codes_options(dims, {})));
+    std::vector<std::byte> codes = make_codes(t.rng, 12, dims);
+    auto error = [](const auto& result, ErrorCode code, const char* expected) {
+      INFO(expected);
+      REQUIRE(!result.ok());
+      CHECK(result.status().code() == code);
+      CHECK_MESSAGE(result.status().message().find(expected) != std::string::npos,
+                    result.status().message());
+    };
+    error(index.search_codes(std::span(codes).first(32), 2, {}), ErrorCode::failed_precondition,
+          "empty");
+    error(index.add_codes(codes, 0), ErrorCode::invalid_argument, "rows must be > 0");
+    error(index.add_codes(codes, 11), ErrorCode::invalid_argument,
+          "codes hold 192 bytes, but 11 codes of dims 70 (16 bytes each) take 176");
+    error(index.add_codes(std::span(codes).first(191), 12), ErrorCode::invalid_argument,
+          "codes hold 191 bytes");
+    std::vector<std::byte> padded = codes;
+    padded[5 * 16 + 8] |= std::byte{0x40};  // bit 70 of code 5
+    error(index.add_codes(padded, 12), ErrorCode::invalid_argument, "code 5 has bits set past dims 70");
+    padded = codes;
+    padded[11 * 16 + 15] = std::byte{0x80};  // bit 127 of code 11
+    error(index.add_codes(padded, 12), ErrorCode::invalid_argument, "code 11 has bits set past dims 70");
+    CHECK(index.size() == 0);
+    REQUIRE_OK(index.add_codes(codes, 12));
+    CHECK(index.size() == 12);
+
+    error(index.search_codes(codes, 0, {}), ErrorCode::invalid_argument, "queries_count");
+    error(index.search_codes(codes, 3, {}), ErrorCode::invalid_argument,
+          "query_codes hold 192 bytes, but 3 codes of dims 70 (16 bytes each) take 48");
+    error(index.search_codes(std::span(codes).first(48), 3, {0, 1, false}),
+          ErrorCode::invalid_argument, "k 0");
+    error(index.search_codes(std::span(codes).first(48), 3, {5, 2, true}),
+          ErrorCode::invalid_argument, "rescoring needs the query vectors");
+    error(index.search_codes(padded, 12, {}), ErrorCode::invalid_argument,
+          "code 11 has bits set past dims 70");
+    CHECK_OK(index.search_codes(std::span(codes).first(48), 3, {5, 1, false}));
+
+    // Kept vectors: codes have none.
+    for (const KeptVectors keep : {KeptVectors::float32, KeptVectors::int8}) {
+      BinaryIndexOptions o = codes_options(dims, {});
+      o.keep = keep;
+      BinaryIndex keeping = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+      error(keeping.add_codes(codes, 12), ErrorCode::invalid_argument,
+            keep == KeptVectors::float32 ? "the index keeps float32 vectors"
+                                         : "the index keeps int8 vectors");
+      CHECK(keeping.size() == 0);
+    }
+    // Mean thresholds: fixed by the first add(), codes only after it.
+    BinaryIndexOptions mean = codes_options(dims, {});
+    mean.threshold = IndexThreshold::first_add_mean;
+    BinaryIndex means = REQUIRE_VALUE(BinaryIndex::create(t.device, mean));
+    error(means.add_codes(codes, 12), ErrorCode::failed_precondition, "first_add_mean");
+    CHECK(means.size() == 0);
+    const Rows rows = make_rows(t.rng, 30, dims, ElementType::float32);
+    REQUIRE_OK(means.add(rows.bytes, 30));
+    CHECK(REQUIRE_VALUE(means.add_codes(codes, 12)) == 30);
+
+    BinaryIndex moved = std::move(index);
+    CHECK_ERROR(index.add_codes(codes, 12), ErrorCode::released);  // NOLINT: the moved-from
+    CHECK_ERROR(index.search_codes(codes, 12, {}), ErrorCode::released);  // NOLINT
+    CHECK(moved.size() == 12);
+  });
+}
+
+TEST_CASE("BinaryIndex: add_codes that fails half way leaves the index as it was") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
+    const std::uint32_t dims = 96;
+    BinaryIndex index = REQUIRE_VALUE(BinaryIndex::create(t.device, codes_options(dims, tiny_memory())));
+    std::vector<std::byte> all;
+    const std::vector<std::byte> queries = make_codes(t.rng, 5, dims);
+    for (const ferry::FaultSite site :
+         {ferry::FaultSite::submit, ferry::FaultSite::allocation, ferry::FaultSite::wait}) {
+      for (const std::uint64_t call : {1, 2, 5}) {
+        INFO("failing " << ferry::to_string(site) << " call " << call << " after " << index.size() << " rows");
+        const std::vector<std::byte> codes = make_codes(t.rng, 90, dims);
+        const ferry::BinaryIndexStats before = index.stats();
+        ferry::Status status;
+        {
+          const ferry_test::ScopedFaultPlan faults(ferry::FaultPlan{}.fail(site, call));
+          status = index.add_codes(codes, 90).status();
+        }
+        if (status.ok()) {  // the add needed fewer calls than that: it counts
+          all.insert(all.end(), codes.begin(), codes.end());
+        } else {
+          CHECK_MESSAGE(status.message().find("nothing added") != std::string::npos, status.to_string());
+          CHECK(index.stats().rows == before.rows);
+          CHECK(index.stats().code_segments == before.code_segments);
+          CHECK(index.stats().device_bytes == before.device_bytes);
+        }
+        const std::vector<std::byte> next = make_codes(t.rng, 40, dims);
+        CHECK(REQUIRE_VALUE(index.add_codes(next, 40)) == all.size() / 16);
+        all.insert(all.end(), next.begin(), next.end());
+        check_results(REQUIRE_VALUE(index.search_codes(queries, 5, {20, 1, false})),
+                      code_truth(all, queries, dims, 20), "after the fault");
       }
     }
   });
