@@ -322,6 +322,15 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
       hidden != nullptr && hidden[0] != '\0') {
     FERRY_RETURN_IF_ERROR(hide_features(hidden, device.features, device.cooperative_matrix));
   }
+  if (const char* scan = std::getenv("FERRY_VULKAN_HAMMING_SCAN"); scan != nullptr && scan[0] != '\0') {
+    const std::string_view value(scan);
+    if (value != "coopmat" && value != "portable") {
+      return Status(ErrorCode::invalid_argument, "FERRY_VULKAN_HAMMING_SCAN: '" +
+                                                     std::string(value) +
+                                                     "' is not coopmat or portable");
+    }
+    device.cooperative_matrix.requested = value == "coopmat";
+  }
   FERRY_RETURN_IF_ERROR(describe_compute_units(handle, device));
   device.info.queues.assign(device.queue_plan.queues.begin(), device.queue_plan.queues.end());
   return std::string();

@@ -50,10 +50,6 @@ static_assert(kCpuMaxSpan >= ops::kHammingChunkRows && kCpuMaxSpan % FERRY_HAMMI
 
 // For measurements: the scan's preferred tile (hamming_scan_shape).
 constexpr const char* kTileVariable = "FERRY_VULKAN_HAMMING_TILE";
-// The cooperative-matrix scan runs only when asked for (FERRY_VULKAN_HAMMING_SCAN=coopmat) and
-// the device offers it: on the H100 (2026-11-24) it took 15.5 ms for 1000 x 1M x 256-bit k =
-// 10 where the portable scan took 10.4 (k = 100: 39.9 against 16.0), so it is not the default.
-constexpr const char* kScanVariable = "FERRY_VULKAN_HAMMING_SCAN";
 
 // The workgroups the device runs at once, for the spans' length: from its compute units where the
 // driver says (NVIDIA), one per thread on a CPU implementation, else 1024 (2^18 invocations).
@@ -116,17 +112,9 @@ Status HammingTopkPipeline::create(const DeviceContext& context) {
   // be here; check() says so again if it ever is.
   if (!kNeeds.missing_from(context.features).empty()) return Status();
   FERRY_ASSIGN_OR_RETURN(merge_pipeline_, make_pipeline(program_, 0));
-  bool want_coopmat = false;
-  if (const char* scan = std::getenv(kScanVariable); scan != nullptr && scan[0] != '\0') {
-    const std::string_view value(scan);
-    if (value != "coopmat" && value != "portable") {
-      return Status(ErrorCode::invalid_argument, std::string(kScanVariable) + ": '" +
-                                                     std::string(value) +
-                                                     "' is not coopmat or portable");
-    }
-    want_coopmat = value == "coopmat";
-  }
-  if (want_coopmat && context.cooperative_matrix) {
+  // Only on a device set up for it: asked for with FERRY_VULKAN_HAMMING_SCAN=coopmat (it is
+  // slower than the portable scan on the H100: docs/OPS.md) and offered (device.cpp).
+  if (context.cooperative_matrix) {
     FERRY_RETURN_IF_ERROR(coopmat_program_.create(context, shaders::hamming_topk_coopmat_spv, 5,
                                                   sizeof(HammingTopkPushConstants)));
     coopmat_ = true;
