@@ -28,6 +28,7 @@ constexpr ErrorCode kAllCodes[] = {
     ErrorCode::failed_precondition,
     ErrorCode::timeline_failed,
     ErrorCode::backend_error,
+    ErrorCode::data_corrupt,
     ErrorCode::internal,
 };
 

@@ -26,6 +26,7 @@ enum class ErrorCode : std::uint8_t {
   failed_precondition,  // the call is valid in general but not in the object's current state
   timeline_failed,      // a submission that would have signalled this timeline failed
   backend_error,        // any other native error, with its native code in the message
+  data_corrupt,         // stored or received bytes break their format (a checksum, a table)
   internal,             // a bug in ferry
 };
 

@@ -22,6 +22,7 @@ std::string_view to_string(ErrorCode code) noexcept {
     case ErrorCode::failed_precondition: return "failed_precondition";
     case ErrorCode::timeline_failed: return "timeline_failed";
     case ErrorCode::backend_error: return "backend_error";
+    case ErrorCode::data_corrupt: return "data_corrupt";
     case ErrorCode::internal: return "internal";
   }
   return "unknown";
