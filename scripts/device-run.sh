@@ -11,7 +11,8 @@
 #              --quick, from FERRY_INGRESS_ARGS for ingress, e.g. --quick or --shapes
 #              64x224x224x3, from FERRY_EGRESS_ARGS for egress, e.g. --settings copy, and from
 #              FERRY_OP_ARGS for the ops)
-#   bench-transfer, bench-ingress, bench-egress, bench-op, bench-search   one of them only
+#   bench-transfer, bench-ingress, bench-egress, bench-op, bench-search, bench-ibp   one of them
+#              only (bench-ibp: ferry bench ibp, arguments from FERRY_IBP_ARGS)
 # Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt (with the benchmarks' "ratio"
 # lines), benchmark output beside them (few files: the device tool returns at most 8):
 # bench-<backend>.txt holds the transfer, ingress, egress and op tables, bench-<backend>.json the
@@ -79,7 +80,7 @@ for s in $steps; do
           "$bin/ferry_conformance" --test-case-exclude='soak*'
       done
       ;;
-    bench|bench-transfer|bench-ingress|bench-egress|bench-op|bench-search)
+    bench|bench-transfer|bench-ingress|bench-egress|bench-op|bench-search|bench-ibp)
       for b in cuda vulkan; do
         if [ "$s" = bench ] || [ "$s" = bench-transfer ]; then
           step "bench-$b" "$bin/ferry" bench transfer --backend "$b" \
@@ -117,6 +118,12 @@ for s in $steps; do
           { echo; cat "$out/logs/bench-search-$b.log"; } >>"$out/bench-$b.txt"
           grep -E '^  ratio  ' "$out/logs/bench-search-$b.log" |
             sed "s/^  ratio/  $b ratio/" >>"$out/summary.txt"
+        fi
+        # the IBP codec: ratios, encode, decode, compressed uploads; text appended
+        if [ "$s" = bench ] || [ "$s" = bench-ibp ]; then
+          step "bench-ibp-$b" "$bin/ferry" bench ibp --backend "$b" ${FERRY_IBP_ARGS:-}
+          { echo; cat "$out/logs/bench-ibp-$b.log"; } >>"$out/bench-$b.txt"
+          grep -E '^  ibp ' "$out/logs/bench-ibp-$b.log" | sed "s/^  ibp/  $b ibp/" >>"$out/summary.txt"
         fi
       done
       ;;

@@ -41,6 +41,12 @@ struct IngressTransform {
   // Records the transform of input[0, input_bytes) into output[0, output_bytes).
   std::function<Status(CommandList& commands, const BufferRef& input, const BufferRef& output)>
       record;
+  // Optional, for batches whose size varies (compressed batches: ibp::decode_transform). Called
+  // on the producer thread with the batch's host bytes (at most input_bytes of them; a pinned
+  // batch's through its host view) before anything of it is uploaded; returns how many of them
+  // to upload (1 to input_bytes), or an error that becomes the batch's. `record` is called next,
+  // for the same batch, on the same thread. Without it every batch is input_bytes long.
+  std::function<Result<std::uint64_t>(std::span<const std::byte> batch)> inspect;
 };
 
 // The host bytes of one batch: IngressTransform::input_bytes of them.

@@ -1,6 +1,7 @@
 // IngressPipeline: a producer thread feeding a bounded ring of device tensors (see ingress.hpp).
 // Built on the public API, plus core's helpers for deadlines and starting threads. The transform
 // (normalize, or any op) is the options'; this file knows no op.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "core/deadline.hpp"
+#include "core/host_view.hpp"
 #include "core/threads.hpp"
 #include "ferry/ingress.hpp"
 
@@ -216,10 +218,34 @@ struct IngressPipeline::State {
     }
   }
 
+  // How many of the batch's bytes to upload: input_bytes, or what the transform's inspect says.
+  Result<std::uint64_t> batch_bytes(const HostBatch& host) {
+    const IngressTransform& transform = options.transform;
+    if (!transform.inspect) return transform.input_bytes;
+    std::span<const std::byte> view = host.bytes();
+    if (const std::optional<BufferRef>& pinned = host.pinned_memory()) {
+      FERRY_ASSIGN_OR_RETURN(view, detail::host_view(*pinned, host.pinned_offset()));
+    }
+    view = view.first(std::min<std::uint64_t>(view.size(), transform.input_bytes));
+    Result<std::uint64_t> bytes = Status(ErrorCode::internal, "");
+    try {
+      bytes = transform.inspect(view);
+    } catch (...) {
+      return Status(ErrorCode::internal, "the transform '" + transform.name +
+                                             "' threw: " + detail::current_exception_text());
+    }
+    if (bytes.ok() && (*bytes == 0 || *bytes > view.size())) {
+      return Status(ErrorCode::internal, "the transform '" + transform.name + "' asked for " +
+                                             std::to_string(*bytes) + " of the batch's " +
+                                             std::to_string(view.size()) + " bytes");
+    }
+    return bytes;
+  }
+
   // Uploads and transforms one batch into `slot`.
   Result<IngressBatch> submit_batch(std::uint64_t index, const HostBatch& host,
                                     const std::shared_ptr<IngressBatch::Slot>& slot) {
-    const std::uint64_t bytes = options.transform.input_bytes;
+    FERRY_ASSIGN_OR_RETURN(const std::uint64_t bytes, batch_bytes(host));
     SubmitSync upload_sync;
     if (still_pending(slot->input_read)) upload_sync.wait.push_back(slot->input_read);
     TimelinePoint uploaded;
