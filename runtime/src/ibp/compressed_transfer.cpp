@@ -316,8 +316,10 @@ Result<IngressTransform> decode_transform(const EncodeParams& shape, bool valida
   }
   Result<std::uint64_t> largest = max_stream_bytes(shape);
   if (!largest.ok()) return largest.status().with_context(kCall);
-  // The largest layout of the shape: what the pipeline's probe records at creation.
-  Result<Layout> worst = detail::layout_for(shape, *largest);
+  // The largest layout of the shape (every row raw): what the pipeline's probe records at
+  // creation.
+  Result<Layout> worst = detail::layout_for(shape, 0);
+  if (worst.ok()) worst = detail::layout_for(shape, detail::max_data_bytes(*worst));
   if (!worst.ok()) return worst.status().with_context(kCall);
   // The layout `inspect` read, for `record`, per producer thread (one per pipeline).
   struct Batches {
