@@ -151,6 +151,7 @@ struct Command {
 };
 
 extern const Command kInfoCommand, kSearchCommand, kBenchTransfer, kBenchIngress, kBenchEgress,
-    kBenchOp, kBenchSearch, kBenchIbp;
+    kBenchOp, kBenchSearch, kIbpEncodeCommand, kIbpDecodeCommand, kIbpInspectCommand,
+    kBenchIbp;
 
 }  // namespace ferry::cli
