@@ -146,8 +146,8 @@ TEST_CASE("ibp_encode: every element size, family and group size writes the host
     std::vector<Case> cases;
     for (const std::uint8_t es : {1, 2, 4, 8}) {
       for (const Family family : kFamilies) {
-        const std::uint64_t row_elements = ferry_test::uniform(t.rng, 1, 70);
-        const std::uint64_t rows = ferry_test::uniform(t.rng, 1, 150);
+        const std::uint64_t row_elements = ferry_test::uniform(t.rng, 1, 40);
+        const std::uint64_t rows = ferry_test::uniform(t.rng, 1, 60);
         const std::uint64_t elements = rows * row_elements - ferry_test::uniform(t.rng, 0, row_elements - 1);
         for (const std::uint32_t group_rows : {1u, 3u, 128u, static_cast<std::uint32_t>(rows)}) {
           Case c = make_case(es, row_elements, elements, group_rows, family);
@@ -167,7 +167,7 @@ TEST_CASE("ibp_encode: awkward shapes write the host encoder's bytes") {
   ferry_test::for_each_backend({"ibp_encode"}, [](BackendUnderTest& t) {
     std::vector<Case> cases;
     for (const std::uint8_t es : {1, 2, 4, 8}) {
-      for (const Family family : {Family::small_ints, Family::random, Family::half_zero_floats}) {
+      for (const Family family : {Family::small_ints, Family::half_zero_floats}) {
         cases.push_back(make_case(es, 37, 37, 1, family));         // one row
         cases.push_back(make_case(es, 37, 37, 5, family));         // one row, a larger group
         cases.push_back(make_case(es, 1, 211, 7, family));         // one element per row
