@@ -1,5 +1,6 @@
-// `ferry`: inspect backends and devices, search vector files, and benchmark transfers, ingress,
-// egress and ops, through the public API only.
+// `ferry`: inspect backends and devices, search vector files, pack tensors with IBP, and benchmark
+// transfers, ingress, egress and ops, through the public API only.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -21,7 +22,8 @@ namespace {
 
 const Command* const kCommands[] = {&kInfoCommand,  &kSearchCommand, &kBenchTransfer,
                                     &kBenchIngress, &kBenchEgress,   &kBenchOp,
-                                    &kBenchSearch};
+                                    &kBenchSearch, &kIbpEncodeCommand, &kIbpDecodeCommand,
+                                    &kIbpInspectCommand};
 
 std::string usage(const Command& command) {
   std::string line = "ferry " + std::string(command.name);
@@ -109,8 +111,14 @@ int run(const std::vector<std::string_view>& args) {
     }
     return kExitOk;
   }
-  const std::string name = bench ? "bench " + std::string(args[1]) : std::string(args[0]);
-  const std::vector<std::string_view> rest(args.begin() + (bench ? 2 : 1), args.end());
+  // `ferry ibp encode|decode|inspect`: two-word commands, like the benches; -o is --out.
+  const bool ibp = args[0] == "ibp";
+  if (ibp && args.size() == 1) return usage_error("'ibp' needs a command: encode, decode or inspect");
+  const bool two_words = bench || ibp;
+  const std::string name = two_words ? std::string(args[0]) + " " + std::string(args[1])
+                                     : std::string(args[0]);
+  std::vector<std::string_view> rest(args.begin() + (two_words ? 2 : 1), args.end());
+  if (ibp) std::replace(rest.begin(), rest.end(), std::string_view("-o"), std::string_view("--out"));
   for (const Command* command : kCommands) {
     if (command->name == name) return run_command(*command, rest);
   }

@@ -151,6 +151,6 @@ struct Command {
 };
 
 extern const Command kInfoCommand, kSearchCommand, kBenchTransfer, kBenchIngress, kBenchEgress,
-    kBenchOp, kBenchSearch;
+    kBenchOp, kBenchSearch, kIbpEncodeCommand, kIbpDecodeCommand, kIbpInspectCommand;
 
 }  // namespace ferry::cli

@@ -145,6 +145,7 @@ struct Loaded {
   VectorElement element = VectorElement::float32;
   std::uint64_t rows = 0;
   std::uint64_t dims = 0;
+  std::uint8_t ndim = 2;
   std::span<const std::byte> bytes;
   std::shared_ptr<const void> storage;
 };
@@ -208,7 +209,7 @@ Result<Loaded> read_vecs(const fs::path& path, VectorFormat format, const InputF
       std::memcpy(data.get() + row * row_bytes, chunk.get() + at + 4, row_bytes);
     }
   }
-  Loaded loaded{vecs_element(format), whole_rows, static_cast<std::uint64_t>(dims),
+  Loaded loaded{vecs_element(format), whole_rows, static_cast<std::uint64_t>(dims), 2,
                 {data.get(), whole_rows * row_bytes}, nullptr};
   loaded.storage = std::move(data);
   return loaded;
@@ -345,9 +346,29 @@ class NpyHeaderParser {
 };
 
 // The element an .npy dtype string names, or what is wrong with it.
-std::variant<VectorElement, std::string> npy_element(const std::string& descr) {
+// The dtype strings of the elements past the vector formats' five (read_npy_array).
+struct NpyDtype {
+  const char* descr;
+  VectorElement element;
+};
+constexpr NpyDtype kArrayDtypes[] = {
+    {"|i1", VectorElement::int8},    {"<u2", VectorElement::uint16},
+    {"<i2", VectorElement::int16},   {"<V2", VectorElement::bfloat16},
+    {"<i8", VectorElement::int64},   {"<u8", VectorElement::uint64},
+    {"<f8", VectorElement::float64}, {"|b1", VectorElement::boolean},
+};
+
+std::variant<VectorElement, std::string> npy_element(const std::string& descr, bool any) {
+  if (any) {
+    for (const NpyDtype& d : kArrayDtypes) {
+      if (descr == d.descr) return d.element;
+    }
+    if (descr == "|V2") return VectorElement::bfloat16;
+  }
   const std::string supported =
-      "; read are float32 '<f4', float16 '<f2', uint8 '|u1', int32 '<i4' and uint32 '<u4'";
+      any ? "; read are '|u1', '|i1', '<u2', '<i2', '<f2', '<V2' (bfloat16), '<u4', '<i4', "
+            "'<f4', '<u8', '<i8', '<f8' and '|b1'"
+          : "; read are float32 '<f4', float16 '<f2', uint8 '|u1', int32 '<i4' and uint32 '<u4'";
   if (descr.size() == 3 && descr[1] == 'u' && descr[2] == '1' &&
       (descr[0] == '|' || descr[0] == '<' || descr[0] == '>' || descr[0] == '=')) {
     return VectorElement::uint8;  // one byte: the byte order says nothing
@@ -356,7 +377,7 @@ std::variant<VectorElement, std::string> npy_element(const std::string& descr) {
   if (descr == "<f2") return VectorElement::float16;
   if (descr == "<i4") return VectorElement::int32;
   if (descr == "<u4") return VectorElement::uint32;
-  if (descr == ">f4" || descr == ">f2" || descr == ">i4" || descr == ">u4") {
+  if (descr.size() == 3 && descr[0] == '>') {
     return "dtype '" + descr + "' is big-endian (numpy: a.astype('<" + descr.substr(1) + "'))" +
            supported;
   }
@@ -381,7 +402,8 @@ Result<std::shared_ptr<const void>> map_file(const fs::path& path, const InputFi
   });
 }
 
-Result<Loaded> read_npy(const fs::path& path, const InputFile& file) {
+// `any`: every dtype of read_npy_array and 1-D shapes too.
+Result<Loaded> read_npy(const fs::path& path, const InputFile& file, bool any = false) {
   const std::uint64_t size = file.size();
   std::byte prefix[12] = {};
   FERRY_RETURN_IF_ERROR(file.read_at(0, {prefix, std::min<std::uint64_t>(size, 12)}));
@@ -426,20 +448,23 @@ Result<Loaded> read_npy(const fs::path& path, const InputFile& file) {
     return bad_file(path, "bad .npy header (" + *what + "): " + shown);
   }
   const NpyHeader& header = std::get<NpyHeader>(parsed);
-  auto element = npy_element(header.descr);
+  auto element = npy_element(header.descr, any);
   if (auto* what = std::get_if<std::string>(&element)) return bad_file(path, *what);
   if (header.fortran_order) {
     return bad_file(path, "the array is in Fortran (column-major) order; rows must be "
                           "contiguous (numpy: np.ascontiguousarray(a))");
   }
-  if (header.shape.size() != 2) {
+  const bool one_d = any && header.shape.size() == 1;
+  if (header.shape.size() != 2 && !one_d) {
     return bad_file(path, "shape " + shape_text(header.shape) + " is " +
-                              str(header.shape.size()) + "-D; a 2-D array (rows, dims) is read");
+                              str(header.shape.size()) + "-D; a 2-D array (rows, dims) is read" +
+                              (any ? " or a 1-D one" : ""));
   }
-  const std::uint64_t rows = header.shape[0];
-  const std::uint64_t dims = header.shape[1];
+  const std::uint64_t rows = one_d ? 1 : header.shape[0];
+  const std::uint64_t dims = one_d ? header.shape[0] : header.shape[1];
   if (dims == 0) return bad_file(path, "shape " + shape_text(header.shape) + ": dimension 0");
-  Loaded loaded{std::get<VectorElement>(element), rows, dims, {}, nullptr};
+  Loaded loaded{std::get<VectorElement>(element), rows, dims, one_d ? std::uint8_t{1} : std::uint8_t{2},
+                {}, nullptr};
   const std::uint64_t element_size = element_bytes(loaded.element);
   const auto row_bytes = checked_mul(dims, element_size);
   const auto data_bytes = row_bytes ? checked_mul(*row_bytes, rows) : std::nullopt;
@@ -486,10 +511,15 @@ std::string npy_header(const VectorView& vectors) {
     case VectorElement::uint8: descr = "|u1"; break;
     case VectorElement::int32: descr = "<i4"; break;
     case VectorElement::uint32: descr = "<u4"; break;
+    default:
+      for (const NpyDtype& d : kArrayDtypes) {
+        if (d.element == vectors.element) descr = d.descr;
+      }
+      break;
   }
-  const std::string rows = str(vectors.rows);
+  const std::string rows = vectors.ndim == 1 ? str(vectors.dims) : str(vectors.rows);
   std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + rows +
-                     ", " + str(vectors.dims) + "), }";
+                     (vectors.ndim == 1 ? ",)" : ", " + str(vectors.dims) + ")") + ", }";
   dict.append(kNpyGrowthDigits - std::min<std::uint64_t>(rows.size(), kNpyGrowthDigits), ' ');
   const std::uint64_t unpadded = kNpyMagicBytes + 2 + 2 + dict.size() + 1;
   dict.append(kNpyAlign - unpadded % kNpyAlign, ' ');
@@ -566,14 +596,30 @@ std::string_view to_string(VectorElement element) noexcept {
     case VectorElement::uint8: return "uint8";
     case VectorElement::int32: return "int32";
     case VectorElement::uint32: return "uint32";
+    case VectorElement::int8: return "int8";
+    case VectorElement::uint16: return "uint16";
+    case VectorElement::int16: return "int16";
+    case VectorElement::bfloat16: return "bfloat16";
+    case VectorElement::int64: return "int64";
+    case VectorElement::uint64: return "uint64";
+    case VectorElement::float64: return "float64";
+    case VectorElement::boolean: return "bool";
   }
   return "unknown vector element";
 }
 
 std::uint32_t element_bytes(VectorElement element) noexcept {
   switch (element) {
-    case VectorElement::float16: return 2;
-    case VectorElement::uint8: return 1;
+    case VectorElement::float16:
+    case VectorElement::uint16:
+    case VectorElement::int16:
+    case VectorElement::bfloat16: return 2;
+    case VectorElement::uint8:
+    case VectorElement::int8:
+    case VectorElement::boolean: return 1;
+    case VectorElement::int64:
+    case VectorElement::uint64:
+    case VectorElement::float64: return 8;
     default: return 4;
   }
 }
@@ -615,6 +661,20 @@ Result<VectorMatrix> read_vectors(const fs::path& path, VectorFormat format) {
   return matrix;
 }
 
+Result<VectorMatrix> read_npy_array(const fs::path& path) {
+  FERRY_ASSIGN_OR_RETURN(InputFile file, InputFile::open(path));
+  FERRY_ASSIGN_OR_RETURN(Loaded loaded, read_npy(path, file, true));
+  VectorMatrix matrix;
+  matrix.format_ = VectorFormat::npy;
+  matrix.element_ = loaded.element;
+  matrix.rows_ = loaded.rows;
+  matrix.dims_ = loaded.dims;
+  matrix.ndim_ = loaded.ndim;
+  matrix.bytes_ = loaded.bytes;
+  matrix.storage_ = std::move(loaded.storage);
+  return matrix;
+}
+
 Status write_vectors(const fs::path& path, const VectorView& vectors) {
   FERRY_ASSIGN_OR_RETURN(const VectorFormat format, format_of(path));
   return write_vectors(path, format, vectors);
@@ -627,7 +687,7 @@ Status write_vectors(const fs::path& path, VectorFormat format, const VectorView
   if (static_cast<unsigned>(format) > static_cast<unsigned>(VectorFormat::npy)) {
     return refuse("unknown vector format " + std::to_string(static_cast<unsigned>(format)));
   }
-  if (static_cast<unsigned>(vectors.element) > static_cast<unsigned>(VectorElement::uint32)) {
+  if (static_cast<unsigned>(vectors.element) > static_cast<unsigned>(VectorElement::boolean)) {
     return refuse("unknown element type " + std::to_string(static_cast<unsigned>(vectors.element)));
   }
   const std::string name(to_string(format));
@@ -636,6 +696,9 @@ Status write_vectors(const fs::path& path, VectorFormat format, const VectorView
                   ", the vectors are " + std::string(to_string(vectors.element)));
   }
   if (vectors.dims == 0) return refuse("dims is 0 (must be >= 1)");
+  if (vectors.ndim != 2 && (vectors.ndim != 1 || vectors.rows != 1 || is_vecs(format))) {
+    return refuse("ndim " + str(vectors.ndim) + " (2, or 1 for one .npy row)");
+  }
   if (is_vecs(format) && vectors.dims > 0x7FFFFFFF) {
     return refuse("dims " + str(vectors.dims) + " does not fit ." + name + "'s int32 dimension");
   }

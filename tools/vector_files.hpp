@@ -6,6 +6,10 @@
 // what the file size gives.
 // .npy: NumPy's format, versions 1.0, 2.0 and 3.0 read, 1.0 written (as numpy.save writes it): a
 // 2-D C-order array of float32 '<f4', float16 '<f2', uint8 '|u1', int32 '<i4' or uint32 '<u4'.
+// read_npy_array() (the `ferry ibp` tool's reader) also reads 1-D arrays and the dtypes int8
+// '|i1', uint16 '<u2', int16 '<i2', bfloat16 '<V2' (how numpy saves ml_dtypes.bfloat16: two
+// opaque bytes), int64 '<i8', uint64 '<u8', float64 '<f8' and bool '|b1'; write_vectors() writes
+// them to .npy too.
 //
 // Errors are invalid_argument for a file whose content is wrong (truncated, with the row and
 // byte; a row whose dimension differs from the first; a dimension <= 0; an npy dtype, order,
@@ -27,11 +31,15 @@ namespace ferry::vector_files {
 
 enum class VectorFormat : std::uint8_t { fvecs, bvecs, ivecs, npy };
 // What one element of a row is; float16 is IEEE binary16, kept as its 16 bits.
-enum class VectorElement : std::uint8_t { float32, float16, uint8, int32, uint32 };
+// The first five are the vector formats' elements; the rest only .npy arrays (read_npy_array).
+enum class VectorElement : std::uint8_t {
+  float32, float16, uint8, int32, uint32,
+  int8, uint16, int16, bfloat16, int64, uint64, float64, boolean,
+};
 
 std::string_view to_string(VectorFormat format) noexcept;
 std::string_view to_string(VectorElement element) noexcept;
-std::uint32_t element_bytes(VectorElement element) noexcept;  // 4, 2, 1, 4, 4
+std::uint32_t element_bytes(VectorElement element) noexcept;  // 4, 2, 1, 4, 4, 1, 2, 2, 2, 8, 8, 8, 1
 
 // The format a file name's extension names (.fvecs, .bvecs, .ivecs, .npy, in any case), or
 // invalid_argument naming the path.
@@ -44,6 +52,7 @@ struct VectorView {
   std::uint64_t rows = 0;
   std::uint64_t dims = 0;
   std::span<const std::byte> bytes;  // rows * dims * element_bytes(element) bytes
+  std::uint8_t ndim = 2;             // .npy: 1 writes shape (dims,) (rows must be 1)
 };
 
 // A matrix read from a file: the same layout as VectorView, holding its memory. The data of an
@@ -59,21 +68,25 @@ class VectorMatrix {
   VectorElement element() const noexcept { return element_; }
   std::uint64_t rows() const noexcept { return rows_; }
   std::uint64_t dims() const noexcept { return dims_; }
+  // 2, or 1 for a 1-D .npy array (read_npy_array), read as 1 row of dims elements.
+  std::uint8_t ndim() const noexcept { return ndim_; }
   std::uint64_t row_bytes() const noexcept { return dims_ * element_bytes(element_); }
   // rows * row_bytes bytes; aligned to the element size.
   std::span<const std::byte> bytes() const noexcept { return bytes_; }
   std::span<const std::byte> row(std::uint64_t index) const noexcept {
     return bytes_.subspan(index * row_bytes(), row_bytes());
   }
-  VectorView view() const noexcept { return {element_, rows_, dims_, bytes_}; }
+  VectorView view() const noexcept { return {element_, rows_, dims_, bytes_, ndim_}; }
 
  private:
   friend Result<VectorMatrix> read_vectors(const std::filesystem::path& path, VectorFormat format);
+  friend Result<VectorMatrix> read_npy_array(const std::filesystem::path& path);
 
   VectorFormat format_ = VectorFormat::fvecs;
   VectorElement element_ = VectorElement::float32;
   std::uint64_t rows_ = 0;
   std::uint64_t dims_ = 0;
+  std::uint8_t ndim_ = 2;
   std::span<const std::byte> bytes_;
   std::shared_ptr<const void> storage_;  // the mapping or the allocation bytes_ points into
 };
@@ -83,10 +96,14 @@ class VectorMatrix {
 Result<VectorMatrix> read_vectors(const std::filesystem::path& path);
 Result<VectorMatrix> read_vectors(const std::filesystem::path& path, VectorFormat format);
 
+// Reads an .npy file of any dtype above, 1-D (as 1 row, ndim() 1) or 2-D, whatever its
+// extension.
+Result<VectorMatrix> read_npy_array(const std::filesystem::path& path);
+
 // Writes `vectors` in the format the extension names, or in `format`, replacing the file. The
 // element must be what the format holds: float32 for .fvecs, uint8 for .bvecs, int32 for .ivecs
 // (uint32 data, such as hamming_topk's indices, is written as int32 by viewing it as int32:
-// kHammingNoIndex becomes -1), any of the five for .npy. dims >= 1 (and below 2^31 for the
+// kHammingNoIndex becomes -1), any element for .npy. dims >= 1 (and below 2^31 for the
 // .*vecs formats, whose dimension is an int32); rows >= 1 for the .*vecs formats. A write that
 // fails part-way removes the partial file.
 Status write_vectors(const std::filesystem::path& path, const VectorView& vectors);

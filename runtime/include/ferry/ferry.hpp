@@ -7,6 +7,7 @@
 #include "ferry/egress.hpp"
 #include "ferry/element_type.hpp"
 #include "ferry/faults.hpp"
+#include "ferry/ibp.hpp"
 #include "ferry/ingress.hpp"
 #include "ferry/ops/binary_quantize.hpp"
 #include "ferry/ops/fill.hpp"
