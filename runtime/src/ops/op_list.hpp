@@ -15,6 +15,7 @@
 #include "ops/binary_quantize.hpp"
 #include "ops/fill.hpp"
 #include "ops/hamming_topk.hpp"
+#include "ops/ibp_decode.hpp"
 #include "ops/normalize.hpp"
 #include "ops/rescore.hpp"
 
@@ -25,7 +26,8 @@
   X(normalize, Normalize)            \
   X(binary_quantize, BinaryQuantize) \
   X(hamming_topk, HammingTopk)       \
-  X(rescore, Rescore)
+  X(rescore, Rescore)                \
+  X(ibp_decode, IbpDecode)
 
 namespace ferry::ops {
 
