@@ -25,7 +25,8 @@ constexpr OptionSpec kOptions[] = {
 };
 
 const OpCase* const kOps[] = {&kFillOp, &kNormalizeOp, &kBinaryQuantizeOp, &kHammingTopkOp,
-                              &kRescoreOp};
+                              &kRescoreOp,
+                              &kIbpDecodeOp};
 
 struct OpBuffers {
   std::vector<Buffer> inputs, outputs;  // `sets` of each

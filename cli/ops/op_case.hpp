@@ -38,6 +38,7 @@ struct OpCase {
 };
 
 extern const OpCase kFillOp, kNormalizeOp, kBinaryQuantizeOp, kHammingTopkOp, kRescoreOp;
+extern const OpCase kIbpDecodeOp;
 
 // An IngressPipeline's options that normalize each batch with `params`.
 Result<IngressOptions> normalize_ingress_options(const NormalizeParams& params,
