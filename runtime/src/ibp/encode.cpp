@@ -1,0 +1,479 @@
+// The IBP encoder on the host (docs/IBP_FORMAT.md): per group and column the invariant bits by
+// the format's exact rule, then every row's mode and size, then the bytes. Multi-threaded over
+// groups, and within a big group over row ranges (bit counts and match histograms summed per
+// range, then merged) and column tiles.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/checked.hpp"
+#include "core/host_workers.hpp"
+#include "ibp/bits.hpp"
+#include "ibp/stream.hpp"
+
+namespace ferry::ibp {
+namespace detail {
+namespace {
+
+using ferry::detail::parallel_for;
+using ferry::detail::pieces_of;
+
+// Columns analysed together: their counters stay in L2.
+constexpr std::uint64_t kTileColumns = 1024;
+// Rows per range of a group analysed by one thread, at least.
+constexpr std::uint64_t kMinRowsPerPart = 512;
+// Rows per task of the row passes.
+constexpr std::uint64_t kRowsPerTask = 256;
+
+template <typename T>
+constexpr unsigned kBits = 8 * sizeof(T);
+// One bit set per byte: (x >> j) & kLanes holds bits j, j + 8, ... of x, one per byte, so a
+// byte-wide counter per lane adds 8 bit counts with one addition.
+template <typename T>
+constexpr T kLanes = static_cast<T>(static_cast<T>(~T{0}) / 0xffu);
+
+// The masks of one encoding: per group the R masks and R values, and each column's count of
+// variable bits (W - k).
+template <typename T>
+struct Masks {
+  std::vector<T> mask;
+  std::vector<T> value;
+  std::vector<std::uint8_t> variable_bits;
+};
+
+// ones[c x W + b] += how many rows of [row_begin, row_end) have bit b set in column c0 + c.
+template <typename T>
+void count_ones(const std::byte* data, const Layout& l, std::uint64_t row_begin,
+                std::uint64_t row_end, std::uint64_t c0, std::uint64_t width, std::uint32_t* ones) {
+  constexpr unsigned W = kBits<T>;
+  std::vector<T> acc(8 * kTileColumns, T{0});
+  std::vector<T> x(kTileColumns);
+  unsigned pending = 0;
+  const auto flush = [&] {
+    for (std::uint64_t c = 0; c < width; ++c) {
+      for (unsigned j = 0; j < 8; ++j) {
+        const T lanes = acc[j * kTileColumns + c];
+        for (unsigned i = 0; i < sizeof(T); ++i) {
+          ones[c * W + 8 * i + j] += static_cast<std::uint32_t>((lanes >> (8 * i)) & 0xffu);
+        }
+      }
+    }
+    std::fill(acc.begin(), acc.end(), T{0});
+    pending = 0;
+  };
+  for (std::uint64_t r = row_begin; r < row_end; ++r) {
+    const std::uint64_t n = l.row_elements_of(r);
+    if (n <= c0) continue;
+    const std::uint64_t cols = std::min(width, n - c0);
+    std::memcpy(x.data(), data + (r * l.row_elements + c0) * sizeof(T), cols * sizeof(T));
+    for (unsigned j = 0; j < 8; ++j) {
+      T* a = acc.data() + j * kTileColumns;
+      const T* in = x.data();
+      for (std::uint64_t c = 0; c < cols; ++c) {
+        a[c] = static_cast<T>(a[c] + ((in[c] >> j) & kLanes<T>));
+      }
+    }
+    if (++pending == 255) flush();  // a byte lane counts up to 255
+  }
+  if (pending > 0) flush();
+}
+
+// Steps 2-4's order of the format for one column of n elements: the majority values V and the
+// nested masks M_0 .. M_W (M[k] = the first k bits of the order).
+template <typename T>
+void order_bits(const std::uint32_t* ones, std::uint64_t n, T* majority, T* nested) {
+  constexpr unsigned W = kBits<T>;
+  std::array<std::uint64_t, 64> keys{};
+  T v = 0;
+  for (unsigned b = 0; b < W; ++b) {
+    if (2 * std::uint64_t{ones[b]} > n) v = static_cast<T>(v | (T{1} << b));
+    const std::uint64_t agreement = std::max<std::uint64_t>(ones[b], n - ones[b]);
+    keys[b] = agreement << 8 | b;  // highest agreement first, then the higher bit
+  }
+  std::sort(keys.begin(), keys.begin() + W, std::greater<>());
+  *majority = v;
+  nested[0] = 0;
+  for (unsigned k = 0; k < W; ++k) {
+    nested[k + 1] = static_cast<T>(nested[k] | (T{1} << (keys[k] & 0xffu)));
+  }
+}
+
+// hist[c x (W + 1) + k] += how many elements x of column c0 + c in rows [row_begin, row_end)
+// agree with V on exactly the first k bits of the order (the largest k with (x ^ V) & M_k == 0).
+template <typename T>
+void count_agreement(const std::byte* data, const Layout& l, std::uint64_t row_begin,
+                     std::uint64_t row_end, std::uint64_t c0, std::uint64_t width,
+                     const T* majority, const T* nested, std::uint32_t* hist) {
+  constexpr unsigned W = kBits<T>;
+  std::vector<T> x(kTileColumns);
+  for (std::uint64_t r = row_begin; r < row_end; ++r) {
+    const std::uint64_t n = l.row_elements_of(r);
+    if (n <= c0) continue;
+    const std::uint64_t cols = std::min(width, n - c0);
+    std::memcpy(x.data(), data + (r * l.row_elements + c0) * sizeof(T), cols * sizeof(T));
+    for (std::uint64_t c = 0; c < cols; ++c) {
+      const T d = static_cast<T>(x[c] ^ majority[c]);
+      const T* m = nested + c * (W + 1);
+      unsigned k = 0;
+      for (unsigned step = W; step != 0; step >>= 1) {
+        if (k + step <= W && (d & m[k + step]) == 0) k += step;
+      }
+      ++hist[c * (W + 1) + k];
+    }
+  }
+}
+
+// Steps 4-5: the k with the largest k x m_k (the smallest k on ties).
+template <unsigned W>
+unsigned best_k(const std::uint32_t* hist) {
+  std::array<std::uint64_t, W + 1> matching{};
+  std::uint64_t sum = 0;
+  for (unsigned k = W + 1; k-- > 0;) {
+    sum += hist[k];
+    matching[k] = sum;
+  }
+  unsigned best = 0;
+  std::uint64_t best_product = 0;
+  for (unsigned k = 1; k <= W; ++k) {
+    const std::uint64_t product = std::uint64_t{k} * matching[k];
+    if (product > best_product) {
+      best_product = product;
+      best = k;
+    }
+  }
+  return best;
+}
+
+// The masks of group g into masks.{mask,value,variable_bits}[g x R ...], on up to `threads`.
+template <typename T>
+void analyze_group(const std::byte* data, const Layout& l, std::uint64_t g, unsigned threads,
+                   Masks<T>& masks) {
+  constexpr unsigned W = kBits<T>;
+  const std::uint64_t R = l.row_elements;
+  const std::uint64_t first = g * l.group_rows;
+  const std::uint64_t last = std::min(l.rows, first + l.group_rows);
+  const std::uint64_t rows = last - first;
+  const std::uint64_t last_row_elements = l.row_elements_of(last - 1);
+  const std::uint64_t parts =
+      std::clamp<std::uint64_t>(rows / kMinRowsPerPart, 1, threads);
+  const std::uint64_t tiles = pieces_of(R, kTileColumns);
+  const std::uint64_t batch = std::max<std::uint64_t>(1, threads / parts);
+  const auto part_rows = [&](std::uint64_t part, std::uint64_t* begin, std::uint64_t* end) {
+    *begin = first + rows * part / parts;
+    *end = first + rows * (part + 1) / parts;
+  };
+  std::vector<std::uint32_t> ones;
+  std::vector<std::uint32_t> hist;
+  std::vector<T> majority;
+  std::vector<T> nested;
+  for (std::uint64_t tile0 = 0; tile0 < tiles; tile0 += batch) {
+    const std::uint64_t tile_count = std::min(batch, tiles - tile0);
+    const std::uint64_t items = tile_count * parts;
+    const auto tile_columns = [&](std::uint64_t t) {
+      const std::uint64_t c0 = (tile0 + t) * kTileColumns;
+      return std::make_pair(c0, std::min(kTileColumns, R - c0));
+    };
+    ones.assign(items * kTileColumns * W, 0);
+    parallel_for(items, threads, [&](std::size_t i) {
+      const auto [c0, width] = tile_columns(i / parts);
+      std::uint64_t begin = 0, end = 0;
+      part_rows(i % parts, &begin, &end);
+      count_ones<T>(data, l, begin, end, c0, width, ones.data() + i * kTileColumns * W);
+    });
+    majority.assign(tile_count * kTileColumns, T{0});
+    nested.assign(tile_count * kTileColumns * (W + 1), T{0});
+    parallel_for(tile_count, threads, [&](std::size_t t) {
+      const auto [c0, width] = tile_columns(t);
+      std::uint32_t* sum = ones.data() + t * parts * kTileColumns * W;
+      for (std::uint64_t p = 1; p < parts; ++p) {
+        const std::uint32_t* part = sum + p * kTileColumns * W;
+        for (std::uint64_t i = 0; i < width * W; ++i) sum[i] += part[i];
+      }
+      for (std::uint64_t c = 0; c < width; ++c) {
+        const std::uint64_t n = rows - (c0 + c >= last_row_elements ? 1 : 0);
+        order_bits<T>(sum + c * W, n, &majority[t * kTileColumns + c],
+                      &nested[(t * kTileColumns + c) * (W + 1)]);
+      }
+    });
+    hist.assign(items * kTileColumns * (W + 1), 0);
+    parallel_for(items, threads, [&](std::size_t i) {
+      const std::uint64_t t = i / parts;
+      const auto [c0, width] = tile_columns(t);
+      std::uint64_t begin = 0, end = 0;
+      part_rows(i % parts, &begin, &end);
+      count_agreement<T>(data, l, begin, end, c0, width, &majority[t * kTileColumns],
+                         &nested[t * kTileColumns * (W + 1)],
+                         hist.data() + i * kTileColumns * (W + 1));
+    });
+    parallel_for(tile_count, threads, [&](std::size_t t) {
+      const auto [c0, width] = tile_columns(t);
+      std::uint32_t* sum = hist.data() + t * parts * kTileColumns * (W + 1);
+      for (std::uint64_t p = 1; p < parts; ++p) {
+        const std::uint32_t* part = sum + p * kTileColumns * (W + 1);
+        for (std::uint64_t i = 0; i < width * (W + 1); ++i) sum[i] += part[i];
+      }
+      for (std::uint64_t c = 0; c < width; ++c) {
+        const unsigned k = best_k<W>(sum + c * (W + 1));
+        const T mask = nested[(t * kTileColumns + c) * (W + 1) + k];
+        const std::uint64_t at = g * R + c0 + c;
+        masks.mask[at] = mask;
+        masks.value[at] = static_cast<T>(majority[t * kTileColumns + c] & mask);
+        masks.variable_bits[at] = static_cast<std::uint8_t>(W - k);
+      }
+    });
+  }
+}
+
+// A row's table entry's mode and its size in bytes: size | mode.
+template <typename T>
+std::uint32_t size_row(const std::byte* row, std::uint64_t n, const T* mask, const T* value,
+                       const std::uint8_t* variable_bits) {
+  constexpr unsigned W = kBits<T>;
+  std::uint64_t bits = 0;
+  std::uint64_t all_variable = 0;
+  bool all_match = true;
+  for (std::uint64_t c = 0; c < n; ++c) {
+    const T x = load<T>(row + c * sizeof(T));
+    const bool match = (x & mask[c]) == value[c];
+    bits += match ? variable_bits[c] : W;
+    all_variable += variable_bits[c];
+    all_match = all_match && match;
+  }
+  if (all_match) {
+    return static_cast<std::uint32_t>(pieces_of(all_variable, 32) * 4) |
+           static_cast<std::uint32_t>(RowMode::all_matched);
+  }
+  const std::uint64_t bitmap_mode = pieces_of(n, 32) * 4 + pieces_of(bits, 32) * 4;
+  const std::uint64_t raw = raw_row_bytes(n, sizeof(T));
+  return bitmap_mode < raw ? static_cast<std::uint32_t>(bitmap_mode)
+                           : static_cast<std::uint32_t>(raw) |
+                                 static_cast<std::uint32_t>(RowMode::raw);
+}
+
+template <typename T>
+void write_row(const std::byte* row, std::uint64_t n, const T* mask, const T* value,
+               const std::uint8_t* variable_bits, RowMode mode, std::byte* out) {
+  constexpr unsigned W = kBits<T>;
+  if (mode == RowMode::raw) {
+    std::memcpy(out, row, n * sizeof(T));
+    std::memset(out + n * sizeof(T), 0, raw_row_bytes(n, sizeof(T)) - n * sizeof(T));
+    return;
+  }
+  if (mode == RowMode::all_matched) {
+    BitWriter writer(out);
+    for (std::uint64_t c = 0; c < n; ++c) {
+      const T x = load<T>(row + c * sizeof(T));
+      writer.put(extract_bits(x, static_cast<T>(~mask[c])), variable_bits[c]);
+    }
+    writer.finish();
+    return;
+  }
+  std::byte* bitmap = out;
+  BitWriter writer(out + pieces_of(n, 32) * 4);
+  std::uint32_t word = 0;
+  for (std::uint64_t c = 0; c < n; ++c) {
+    const T x = load<T>(row + c * sizeof(T));
+    const bool match = (x & mask[c]) == value[c];
+    word |= std::uint32_t{match} << (c % 32);
+    if (match) {
+      writer.put(extract_bits(x, static_cast<T>(~mask[c])), variable_bits[c]);
+    } else {
+      writer.put(x, W);
+    }
+    if (c % 32 == 31 || c + 1 == n) {
+      store<std::uint32_t>(bitmap + (c / 32) * 4, word);
+      word = 0;
+    }
+  }
+  writer.finish();
+}
+
+// Everything but the bytes: masks, row table, group table, the layout with its data size.
+template <typename T>
+struct Plan {
+  Layout layout;
+  Masks<T> masks;
+  std::vector<std::uint32_t> row_table;       // offset in its group | mode
+  std::vector<std::uint64_t> group_offsets;   // group_count + 1
+};
+
+template <typename T>
+Result<Plan<T>> make_plan(std::span<const std::byte> data, const EncodeParams& params) {
+  FERRY_ASSIGN_OR_RETURN(Layout l, layout_for(params, 0));
+  const unsigned threads = thread_count(params.threads);
+  Plan<T> plan;
+  const std::uint64_t R = l.row_elements;
+  plan.masks.mask.assign(l.group_count * R, T{0});
+  plan.masks.value.assign(l.group_count * R, T{0});
+  plan.masks.variable_bits.assign(l.group_count * R, std::uint8_t{0});
+  if (l.group_count >= threads) {
+    parallel_for(l.group_count, threads,
+                 [&](std::size_t g) { analyze_group<T>(data.data(), l, g, 1, plan.masks); });
+  } else {
+    for (std::uint64_t g = 0; g < l.group_count; ++g) {
+      analyze_group<T>(data.data(), l, g, threads, plan.masks);
+    }
+  }
+  // Row sizes and modes, then (serially, a few operations a row) the offsets.
+  plan.row_table.assign(l.rows, 0);
+  const std::uint64_t tasks = pieces_of(l.rows, kRowsPerTask);
+  parallel_for(tasks, threads, [&](std::size_t task) {
+    const std::uint64_t end = std::min(l.rows, (task + 1) * kRowsPerTask);
+    for (std::uint64_t r = task * kRowsPerTask; r < end; ++r) {
+      const std::uint64_t at = (r / l.group_rows) * R;
+      plan.row_table[r] = size_row<T>(data.data() + r * R * sizeof(T), l.row_elements_of(r),
+                                      &plan.masks.mask[at], &plan.masks.value[at],
+                                      &plan.masks.variable_bits[at]);
+    }
+  });
+  plan.group_offsets.assign(l.group_count + 1, 0);
+  std::uint64_t total = 0;
+  std::uint32_t in_group = 0;
+  for (std::uint64_t r = 0; r < l.rows; ++r) {
+    if (r % l.group_rows == 0) {
+      plan.group_offsets[r / l.group_rows] = total;
+      in_group = 0;
+    }
+    const std::uint32_t size = plan.row_table[r] & ~3u;
+    plan.row_table[r] = in_group | (plan.row_table[r] & 3u);
+    in_group += size;  // < 2^32: the group bound of the layout
+    total += size;
+  }
+  plan.group_offsets[l.group_count] = total;
+  FERRY_ASSIGN_OR_RETURN(plan.layout, layout_for(params, total));
+  return plan;
+}
+
+template <typename T>
+void write_stream(std::span<const std::byte> data, Plan<T>& plan, std::span<std::byte> out,
+                  unsigned threads) {
+  Layout& l = plan.layout;
+  const std::uint64_t R = l.row_elements;
+  std::byte* s = out.data();
+  for (std::uint64_t g = 0; g <= l.group_count; ++g) {
+    store<std::uint64_t>(s + l.group_table_offset + 8 * g, plan.group_offsets[g]);
+  }
+  parallel_for(l.group_count, threads, [&](std::size_t g) {
+    std::byte* block = s + l.masks_offset + g * l.mask_block_bytes;
+    std::memcpy(block, &plan.masks.mask[g * R], R * sizeof(T));
+    std::memcpy(block + R * sizeof(T), &plan.masks.value[g * R], R * sizeof(T));
+    std::memset(block + 2 * R * sizeof(T), 0, l.mask_block_bytes - 2 * R * sizeof(T));
+  });
+  std::memcpy(s + l.row_table_offset, plan.row_table.data(), l.rows * 4);
+  std::memset(s + l.row_table_offset + l.rows * 4, 0, l.data_offset - l.row_table_offset - l.rows * 4);
+  const std::uint64_t tasks = pieces_of(l.rows, kRowsPerTask);
+  parallel_for(tasks, threads, [&](std::size_t task) {
+    const std::uint64_t end = std::min(l.rows, (task + 1) * kRowsPerTask);
+    for (std::uint64_t r = task * kRowsPerTask; r < end; ++r) {
+      const std::uint64_t g = r / l.group_rows;
+      const std::uint64_t at = g * R;
+      const std::uint32_t entry = plan.row_table[r];
+      write_row<T>(data.data() + r * R * sizeof(T), l.row_elements_of(r), &plan.masks.mask[at],
+                   &plan.masks.value[at], &plan.masks.variable_bits[at],
+                   static_cast<RowMode>(entry & 3u),
+                   s + l.data_offset + plan.group_offsets[g] + (entry & ~3u));
+    }
+  });
+  stamp_checksums(l, out.first(l.stream_bytes), threads);
+}
+
+Status check_data(std::span<const std::byte> data, const EncodeParams& params, const char* call) {
+  const auto bytes = ferry::detail::checked_mul(params.elements, params.element_size);
+  if (!bytes || data.size() != *bytes) {
+    return Status(ErrorCode::invalid_argument,
+                  std::string(call) + ": data has " + std::to_string(data.size()) +
+                      " bytes, not elements x element_size = " + std::to_string(params.elements) +
+                      " x " + std::to_string(params.element_size));
+  }
+  return ok_status();
+}
+
+// Group sizes the automatic choice tries below the row count (ibp.hpp).
+constexpr std::array<std::uint64_t, 4> kAutoGroupRows = {65536, 8192, 1024, 128};
+
+template <typename T>
+Result<std::vector<std::byte>> encode_typed(std::span<const std::byte> data,
+                                            const EncodeParams& params) {
+  std::optional<Plan<T>> best;
+  if (params.group_rows != 0) {
+    FERRY_ASSIGN_OR_RETURN(best, make_plan<T>(data, params));
+  } else {
+    const std::uint64_t rows = pieces_of(params.elements, params.row_elements);
+    std::vector<std::uint64_t> candidates = {rows};
+    for (std::uint64_t g : kAutoGroupRows) {
+      if (g < rows) candidates.push_back(g);
+    }
+    Status refused;
+    for (std::uint64_t g : candidates) {
+      EncodeParams p = params;
+      if (g > 0xffffffffu) continue;
+      p.group_rows = static_cast<std::uint32_t>(g);
+      if (auto layout = layout_for(p, 0); !layout.ok()) {
+        refused = layout.status();  // a group that could reach 4 GiB: try the smaller ones
+        continue;
+      }
+      FERRY_ASSIGN_OR_RETURN(Plan<T> plan, make_plan<T>(data, p));
+      if (!best || plan.layout.stream_bytes < best->layout.stream_bytes) best = std::move(plan);
+    }
+    if (!best) {
+      return refused.ok() ? Status(ErrorCode::invalid_argument, "ibp::encode: no group size fits")
+                          : std::move(refused).with_context("ibp::encode: every group size");
+    }
+  }
+  std::vector<std::byte> out(best->layout.stream_bytes);
+  write_stream<T>(data, *best, out, thread_count(params.threads));
+  return out;
+}
+
+template <typename T>
+Status encode_into_typed(std::span<const std::byte> data, const EncodeParams& params,
+                         std::span<std::byte> out, std::uint64_t* written) {
+  FERRY_ASSIGN_OR_RETURN(Plan<T> plan, make_plan<T>(data, params));
+  if (out.size() < plan.layout.stream_bytes) {
+    return Status(ErrorCode::out_of_range,
+                  "ibp::encode_into: out has " + std::to_string(out.size()) +
+                      " bytes, the stream needs " + std::to_string(plan.layout.stream_bytes));
+  }
+  write_stream<T>(data, plan, out, thread_count(params.threads));
+  if (written != nullptr) *written = plan.layout.stream_bytes;
+  return ok_status();
+}
+
+}  // namespace
+
+Status encode_into(std::span<const std::byte> data, const EncodeParams& params,
+                   std::span<std::byte> out, std::uint64_t* written) {
+  if (params.group_rows == 0) {
+    return Status(ErrorCode::invalid_argument, "ibp::encode_into: group_rows = 0 (must be >= 1)");
+  }
+  FERRY_RETURN_IF_ERROR(layout_for(params, 0).status().with_context("ibp::encode_into"));
+  FERRY_RETURN_IF_ERROR(check_data(data, params, "ibp::encode_into"));
+  switch (params.element_size) {
+    case 1: return encode_into_typed<std::uint8_t>(data, params, out, written);
+    case 2: return encode_into_typed<std::uint16_t>(data, params, out, written);
+    case 4: return encode_into_typed<std::uint32_t>(data, params, out, written);
+    default: return encode_into_typed<std::uint64_t>(data, params, out, written);
+  }
+}
+
+}  // namespace detail
+
+Result<std::vector<std::byte>> encode(std::span<const std::byte> data, const EncodeParams& params) {
+  // With group_rows = 0, the other parameters are checked with groups of one row (if those are
+  // refused, every group size is).
+  EncodeParams checked = params;
+  if (checked.group_rows == 0) checked.group_rows = 1;
+  FERRY_RETURN_IF_ERROR(detail::layout_for(checked, 0).status().with_context("ibp::encode"));
+  FERRY_RETURN_IF_ERROR(detail::check_data(data, params, "ibp::encode"));
+  switch (params.element_size) {
+    case 1: return detail::encode_typed<std::uint8_t>(data, params);
+    case 2: return detail::encode_typed<std::uint16_t>(data, params);
+    case 4: return detail::encode_typed<std::uint32_t>(data, params);
+    default: return detail::encode_typed<std::uint64_t>(data, params);
+  }
+}
+
+}  // namespace ferry::ibp
