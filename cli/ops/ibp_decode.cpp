@@ -79,11 +79,9 @@ Result<OpInstance> ibp_decode_instance(const OpSize& size, std::string_view vari
                       stream->size(), status_offset + 4, 2 * tensor_bytes,
                       [params, status_offset](CommandList& commands, const Buffer& input,
                                               const Buffer& output) {
-                        IbpDecodeBuffers buffers;
-                        buffers.stream = input;
-                        buffers.output = output;
-                        buffers.status = output;
-                        buffers.status_offset = status_offset;
+                        // No gather: the indices are not read (the stream stands in).
+                        const IbpDecodeBuffers buffers{input,  0, input,  0,
+                                                       output, 0, output, status_offset};
                         return ferry::ibp_decode(commands, buffers, params);
                       }};
   instance.shape_input = [stream](std::span<std::byte> input) {

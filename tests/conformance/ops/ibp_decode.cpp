@@ -139,8 +139,8 @@ Decoded run_decode(BackendUnderTest& t, const std::vector<std::byte>& stream,
   const std::vector<std::byte> poison = ferry_test::poison_bytes(total, 7);
   const Buffer outputs = REQUIRE_VALUE(ferry_test::device_buffer_with(device, poison));
 
-  std::vector<std::byte> stream_bytes(8, std::byte{0x3c});
-  stream_bytes.insert(stream_bytes.end(), stream.begin(), stream.end());
+  std::vector<std::byte> stream_bytes(8 + stream.size(), std::byte{0x3c});
+  std::copy(stream.begin(), stream.end(), stream_bytes.begin() + 8);
   std::optional<Buffer> stream_buffer;
   std::optional<ferry::StagingPool> pool;
   std::optional<ferry::Lease> lease;
@@ -157,15 +157,8 @@ Decoded run_decode(BackendUnderTest& t, const std::vector<std::byte>& stream,
   if (!indices.empty()) std::memcpy(index_bytes.data() + 4, indices.data(), indices.size_bytes());
   const Buffer index_buffer = REQUIRE_VALUE(ferry_test::device_buffer_with(device, index_bytes));
 
-  IbpDecodeBuffers buffers;
-  buffers.stream = stream_ref;
-  buffers.stream_offset = 8;
-  buffers.indices = index_buffer;
-  buffers.indices_offset = 4;
-  buffers.output = outputs;
-  buffers.output_offset = out_offset;
-  buffers.status = outputs;
-  buffers.status_offset = status_offset;
+  const IbpDecodeBuffers buffers{stream_ref, 8,          index_buffer, 4,
+                                 outputs,    out_offset, outputs,      status_offset};
   CommandList commands;
   REQUIRE_OK(ferry::ibp_decode(commands, buffers, params));
   const ferry::TimelinePoint done =
@@ -477,20 +470,14 @@ TEST_CASE("ibp_decode: bad parameters are clear errors and record nothing") {
     const Buffer in = REQUIRE_VALUE(ferry_test::device_buffer_with(t.device, stream));
     const Buffer out = REQUIRE_VALUE(t.device.create_buffer(1024));
     const Buffer indices = REQUIRE_VALUE(t.device.create_buffer(64));
-    IbpDecodeBuffers good;
-    good.stream = in;
-    good.indices = indices;
-    good.output = out;
-    good.output_offset = 4;
-    good.status = out;
-    good.status_offset = 512;
+    const IbpDecodeBuffers good{in, 0, indices, 0, out, 4, out, 512};
     {
       CommandList commands;
       CHECK_OK(ferry::ibp_decode(commands, good, whole(layout)));  // the baseline is accepted
     }
     auto check = [&](const IbpDecodeBuffers& b, const IbpDecodeParams& p, ErrorCode code,
                      const char* what, const char* mentions = nullptr) {
-      INFO(what);
+      INFO(std::string(what));
       CommandList commands;
       const ferry::Status status = ferry::ibp_decode(commands, b, p);
       CHECK_MESSAGE(status.code() == code, status.to_string());
@@ -554,9 +541,9 @@ TEST_CASE("ibp_decode: bad parameters are clear errors and record nothing") {
     check(b, whole(layout), ErrorCode::invalid_argument, "the output over the stream", "overlap");
     {
       Buffer gone = REQUIRE_VALUE(t.device.create_buffer(1024));
+      gone.release();
       b = good;
       b.output = gone;
-      gone.release();
       check(b, whole(layout), ErrorCode::released, "a released output");
     }
   });
