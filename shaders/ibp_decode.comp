@@ -7,7 +7,7 @@
 // subgroup is not 32 invocations everywhere.
 //
 // 64-bit elements and table entries are uvec2 (low, high): the shader needs no shaderInt64.
-// Elements narrower than a word are packed into words in shared memory before they are stored;
+// An invocation decodes a word's worth of narrow elements per chunk and stores them as one word;
 // the words an item shares with its neighbours (or with bytes outside the output) are stored
 // with atomics on their own bytes only, so no byte outside an item's output is ever changed.
 #version 460
@@ -36,8 +36,6 @@ const uint kCorrupt = 1u;           // kIbpStatusCorrupt
 const uint kIndexOutOfRange = 2u;   // kIbpStatusIndexOutOfRange
 
 shared uint scan[2][32];
-// Up to 32 elements of 2 bytes after up to 3 bytes of the first word: 17 words.
-shared uint stage[17];
 
 uint lane;
 
@@ -95,53 +93,46 @@ uvec2 load_element(uint at) {
   return uvec2((word >> (8u * (at & 3u))) & low_bits(8u * es), 0u);
 }
 
-// Stores element `x` of each invocation below `count` at output window byte `at` + its index x
-// element size: 32 consecutive elements of one item, `at` a multiple of the element size. Every
-// invocation calls it (it has barriers for the narrow sizes).
-void store_chunk(uint at, uint count, uvec2 x) {
+// Stores the `count` (<= per_lane()) elements packed in `x` (element k at bits 8 x size x k) at
+// output window byte `at`, a multiple of the element size: a word store when they make up a whole
+// word, else atomics on their own bytes of the one or two words they share with other items'
+// elements (or with bytes outside the output).
+void store_elements(uint at, uint count, uvec2 x) {
   const uint es = push.element_size;
-  if (es == 4u) {
-    if (lane < count) dst.words[(at >> 2u) + lane] = x.x;
-    return;
-  }
+  if (count == 0u) return;
+  const uint word = at >> 2u;
   if (es == 8u) {
-    if (lane < count) {
-      dst.words[(at >> 2u) + 2u * lane] = x.x;
-      dst.words[(at >> 2u) + 2u * lane + 1u] = x.y;
-    }
+    dst.words[word] = x.x;
+    dst.words[word + 1u] = x.y;
     return;
   }
-  const uint lead = at & 3u;
   const uint bytes = count * es;
-  if (lane < 17u) stage[lane] = 0u;
-  barrier();
-  if (lane < count) {
-    const uint byte = lead + lane * es;
-    atomicOr(stage[byte >> 2u], (x.x & low_bits(8u * es)) << (8u * (byte & 3u)));
+  const uint lead = at & 3u;
+  if (lead == 0u && bytes == 4u) {
+    dst.words[word] = x.x;
+    return;
   }
-  barrier();
-  const uint words = (lead + bytes + 3u) >> 2u;
-  if (lane < words) {
-    const uint first = max(lane * 4u, lead);
-    const uint last = min(lane * 4u + 4u, lead + bytes);
-    const uint word = (at >> 2u) + lane;
-    if (last - first == 4u) {
-      dst.words[word] = stage[lane];
-    } else {
-      // A word shared with another item or with bytes outside the output: only its own bytes.
-      const uint mine = low_bits(8u * (last - first)) << (8u * (first - lane * 4u));
-      atomicAnd(dst.words[word], ~mine);
-      atomicOr(dst.words[word], stage[lane] & mine);
-    }
+  const uint low_mask = low_bits(8u * bytes) << (8u * lead);
+  atomicAnd(dst.words[word], ~low_mask);
+  atomicOr(dst.words[word], (x.x << (8u * lead)) & low_mask);
+  if (lead + bytes > 4u) {
+    const uint high_mask = low_bits(8u * (lead + bytes - 4u));
+    atomicAnd(dst.words[word + 1u], ~high_mask);
+    atomicOr(dst.words[word + 1u], (x.x >> (8u * (4u - lead))) & high_mask);
   }
-  barrier();
 }
 
-// Zeros elements [begin, end) of the item whose output starts at window byte `at`, in the chunks
-// decode_row stores (so that an invocation rewrites the words it wrote).
+// Elements per invocation and chunk: a word's worth for narrow elements, else one.
+uint per_lane() { return push.element_size < 4u ? 4u / push.element_size : 1u; }
+
+// Zeros elements [begin, end) of the item whose output starts at window byte `at`, with the
+// invocations' elements of decode_row (so that an invocation rewrites the words it wrote).
 void zero_elements(uint at, uint begin, uint end) {
-  for (uint c = begin; c < end; c += 32u) {
-    store_chunk(at + c * push.element_size, min(32u, end - c), uvec2(0u));
+  const uint per = per_lane();
+  for (uint c0 = begin; c0 < end; c0 += 32u * per) {
+    const uint first_c = c0 + per * lane;
+    const uint mine = first_c >= end ? 0u : min(per, end - first_c);
+    store_elements(at + first_c * push.element_size, mine, uvec2(0u));
   }
 }
 
@@ -157,44 +148,65 @@ bool decode_row(uint at, uint n, uint g, uint mode, uint first, uint bytes) {
   const uvec2 width_mask = uvec2(low_bits(min(width, 32u)), es == 8u ? 0xffffffffu : 0u);
   const uint masks = push.masks_byte + g * push.mask_block_bytes;
   const uint values = masks + push.row_elements * es;
+  // An invocation takes `per` consecutive elements of each chunk: one scan serves them, and
+  // their bitmap bits lie in one word.
+  const uint per = per_lane();
   // Bit position of the chunk's first field.
   uint base = mode == 0u ? (n + 31u) / 32u * 32u : 0u;
-  for (uint c0 = 0u; c0 < n; c0 += 32u) {
-    const uint c = c0 + lane;
-    const bool in_row = c < n;
-    const uint count = min(32u, n - c0);
-    uvec2 mask = uvec2(0u), value = uvec2(0u);
-    bool matched = false;
-    if (mode != 2u) {
-      if (in_row) {
-        mask = load_element(masks + c * es);
-        value = load_element(values + c * es);
+  for (uint c0 = 0u; c0 < n; c0 += 32u * per) {
+    const uint first_c = c0 + per * lane;
+    const uint mine = first_c >= n ? 0u : min(per, n - first_c);
+    const uint bitmap =
+        mode == 0u && mine != 0u ? row_word(first, words, first_c / 32u) >> (first_c % 32u) : 0u;
+    uint lane_bits = 0u;
+    for (uint k = 0u; k < mine; ++k) {
+      if (mode == 2u) {
+        lane_bits += width;
+      } else {
+        const uvec2 mask = load_element(masks + (first_c + k) * es);
+        const bool matched = mode == 1u || ((bitmap >> k) & 1u) != 0u;
+        lane_bits += matched ? width - uint(bitCount(mask.x) + bitCount(mask.y)) : width;
       }
-      matched = in_row && (mode == 1u || ((row_word(first, words, c0 / 32u) >> lane) & 1u) != 0u);
     }
-    const uint length = !in_row ? 0u : matched ? width - uint(bitCount(mask.x) + bitCount(mask.y)) : width;
     uint position, total;
     if (mode == 2u) {
-      position = base + lane * width;
-      total = count * width;
+      position = base + per * lane * width;
+      total = min(32u * per, n - c0) * width;
     } else {
-      position = base + inclusive_sum(length, total) - length;
+      position = base + inclusive_sum(lane_bits, total) - lane_bits;
     }
-    // The field's bits, read as the words it lies in (up to 3), never past the row's end.
-    uvec2 field = uvec2(0u);
-    if (length != 0u) {
-      const uint w = position >> 5u, shift = position & 31u;
-      const uint a = row_word(first, words, w);
-      const uint b = shift + length > 32u ? row_word(first, words, w + 1u) : 0u;
-      const uint d = shift + length > 64u ? row_word(first, words, w + 2u) : 0u;
-      field = shift == 0u ? uvec2(a, b)
-                          : uvec2((a >> shift) | (b << (32u - shift)), (b >> shift) | (d << (32u - shift)));
-      field = length >= 64u ? field
-              : length >= 32u ? uvec2(field.x, field.y & low_bits(length - 32u))
-                              : uvec2(field.x & low_bits(length), 0u);
+    uvec2 packed = uvec2(0u);
+    for (uint k = 0u; k < mine; ++k) {
+      uvec2 mask = uvec2(0u), value = uvec2(0u);
+      bool matched = false;
+      if (mode != 2u) {
+        mask = load_element(masks + (first_c + k) * es);
+        value = load_element(values + (first_c + k) * es);
+        matched = mode == 1u || ((bitmap >> k) & 1u) != 0u;
+      }
+      const uint length = matched ? width - uint(bitCount(mask.x) + bitCount(mask.y)) : width;
+      // The field's bits, read as the words it lies in (up to 3), never past the row's end.
+      uvec2 field = uvec2(0u);
+      if (length != 0u) {
+        const uint w = position >> 5u, shift = position & 31u;
+        const uint a = row_word(first, words, w);
+        const uint b = shift + length > 32u ? row_word(first, words, w + 1u) : 0u;
+        const uint d = shift + length > 64u ? row_word(first, words, w + 2u) : 0u;
+        field = shift == 0u ? uvec2(a, b)
+                            : uvec2((a >> shift) | (b << (32u - shift)), (b >> shift) | (d << (32u - shift)));
+        field = length >= 64u ? field
+                : length >= 32u ? uvec2(field.x, field.y & low_bits(length - 32u))
+                                : uvec2(field.x & low_bits(length), 0u);
+      }
+      position += length;
+      const uvec2 x = matched ? (value | deposit64(field, ~mask & width_mask)) : field;
+      if (es >= 4u) {
+        packed = x;
+      } else {
+        packed.x |= (x.x & low_bits(width)) << (width * k);
+      }
     }
-    const uvec2 x = matched ? (value | deposit64(field, ~mask & width_mask)) : field;
-    store_chunk(at + c0 * es, count, x);
+    store_elements(at + first_c * es, mine, packed);
     base += total;
   }
   return (base + 31u) / 32u * 4u == bytes;

@@ -2,11 +2,12 @@
 // into their elements, the algorithm of runtime/src/ops/ibp_decode.hpp. One warp per item
 // (several per block, a grid stride apart), one instantiation per element size.
 //
-// Per chunk of 32 elements (lane l: element 32 j + l): the lane's mask and value (read through
-// the read-only cache: the rows of a group share them), its field length, a warp prefix sum of
-// the lengths, its field read as the 32-bit words it lies in (clamped to the row's stored end),
-// pdep over the mask's runs of zeros. Narrow elements are packed into words by shuffles when the
-// item's output starts on a word. Raw rows are word copies. A row whose length is not exactly its
+// Per chunk of 32 x kPer elements (lane l: elements kPer l .. kPer l + kPer - 1 of it, kPer = 1
+// for 4- and 8-byte elements, a word's worth for narrower ones): the lane's masks and values
+// (read through the read-only cache: the rows of a group share them), its fields' lengths, a warp
+// prefix sum of the lanes' bits, the fields read as the 32-bit words they lie in (clamped to the
+// row's stored end), pdep over the masks' runs of zeros. Narrow elements are stored as the
+// lane's word when the item's output starts on a word. Raw rows are word copies. A row whose length is not exactly its
 // stored one is rewritten with zeros by the same lanes after a __syncwarp.
 #include <cstdint>
 
@@ -115,42 +116,71 @@ __device__ bool decode_row(const IbpDecodeKernelArgs& a, const std::uint32_t* ro
     }
     return true;
   }
+  // A lane takes kPer consecutive elements (a word of them for narrow elements), so that a lane
+  // stores whole words and one scan serves kPer elements; the lane's bitmap bits lie in one word.
+  constexpr unsigned kPer = sizeof(T) < 4 ? 4 / sizeof(T) : 1;
+  const bool word_stores = (reinterpret_cast<std::uintptr_t>(out) & 3) == 0;
   std::uint64_t base = mode == 0 ? (n + 31) / 32 * 32 : 0;  // bit of the chunk's first field
-  for (std::uint64_t c0 = 0; c0 < n; c0 += 32) {
-    const std::uint64_t c = c0 + lane;
-    const bool in_row = c < n;
-    const unsigned count = static_cast<unsigned>(n - c0 < 32 ? n - c0 : 32);
-    T mask = 0, value = 0;
-    if (in_row) {
-      mask = __ldg(masks + c);
-      value = __ldg(values + c);
+  for (std::uint64_t c0 = 0; c0 < n; c0 += 32 * kPer) {
+    const std::uint64_t first_c = c0 + kPer * lane;
+    const unsigned mine = first_c >= n ? 0 : static_cast<unsigned>(n - first_c < kPer ? n - first_c : kPer);
+    const std::uint32_t bitmap =
+        mode == 0 && mine != 0 ? row_word(row, words, first_c / 32) >> (first_c % 32) : 0;
+    T mask[kPer], value[kPer];
+    bool matched[kPer];
+    unsigned length[kPer];
+    unsigned lane_bits = 0;
+#pragma unroll
+    for (unsigned k = 0; k < kPer; ++k) {
+      const bool in_row = k < mine;
+      mask[k] = in_row ? __ldg(masks + first_c + k) : T{0};
+      value[k] = in_row ? __ldg(values + first_c + k) : T{0};
+      matched[k] = in_row && (mode == 1 || ((bitmap >> k) & 1u) != 0);
+      length[k] = !in_row ? 0 : matched[k] ? kWidth - __popcll(mask[k]) : kWidth;
+      lane_bits += length[k];
     }
-    const bool matched =
-        in_row && (mode == 1 || ((row_word(row, words, c0 / 32) >> lane) & 1u) != 0);
-    const unsigned length = !in_row ? 0 : matched ? kWidth - __popcll(mask) : kWidth;
-    unsigned sum = length;
+    unsigned sum = lane_bits;
 #pragma unroll
     for (unsigned step = 1; step < 32; step <<= 1) {
       const unsigned other = __shfl_up_sync(kFull, sum, step);
       if (lane >= step) sum += other;
     }
     const unsigned total = __shfl_sync(kFull, sum, 31);
-    const std::uint64_t position = base + sum - length;
-    std::uint64_t field = 0;
-    if (length != 0) {
-      const std::uint64_t w = position >> 5;
-      const unsigned shift = position & 31;
-      const std::uint64_t first = row_word(row, words, w);
-      const std::uint64_t second = shift + length > 32 ? row_word(row, words, w + 1) : 0;
-      const std::uint64_t third = shift + length > 64 ? row_word(row, words, w + 2) : 0;
-      field = (first | second << 32) >> shift;
-      if (shift != 0) field |= third << (64 - shift);
-      field &= low_bits(length);
+    std::uint64_t position = base + sum - lane_bits;
+    std::uint32_t packed = 0;  // narrow elements: the lane's word
+#pragma unroll
+    for (unsigned k = 0; k < kPer; ++k) {
+      std::uint64_t field = 0;
+      if (length[k] != 0) {
+        const std::uint64_t w = position >> 5;
+        const unsigned shift = position & 31;
+        const std::uint64_t first = row_word(row, words, w);
+        const std::uint64_t second = shift + length[k] > 32 ? row_word(row, words, w + 1) : 0;
+        const std::uint64_t third = shift + length[k] > 64 ? row_word(row, words, w + 2) : 0;
+        field = (first | second << 32) >> shift;
+        if (shift != 0) field |= third << (64 - shift);
+        field &= low_bits(length[k]);
+      }
+      position += length[k];
+      const T x = static_cast<T>(
+          matched[k] ? (std::uint64_t{value[k]} | deposit(field, ~std::uint64_t{mask[k]} & low_bits(kWidth)))
+                     : field);
+      if constexpr (kPer > 1) {
+        packed |= std::uint32_t{x} << (kWidth * k);
+        if (!word_stores && k < mine) out[first_c + k] = x;
+      } else {
+        if (mine != 0) out[first_c] = x;
+      }
     }
-    const std::uint64_t x =
-        matched ? (std::uint64_t{value} | deposit(field, ~std::uint64_t{mask} & low_bits(kWidth)))
-                : field;
-    store_chunk<T>(out + c0, count, static_cast<T>(x), lane);
+    if constexpr (kPer > 1) {
+      if (word_stores) {
+        if (mine == kPer) {
+          reinterpret_cast<std::uint32_t*>(out + first_c)[0] = packed;
+        } else {
+          for (unsigned k = 0; k < mine; ++k) out[first_c + k] = static_cast<T>(packed >> (kWidth * k));
+        }
+      }
+    }
     base += total;
   }
   return (base + 31) / 32 * 4 == bytes;

@@ -47,11 +47,13 @@ void run_on_cpu(const IbpDecodeArgs& args, std::span<const std::span<std::byte>>
 // One 32-lane slice per item (a CUDA warp; a Vulkan workgroup of 32 invocations, scans through
 // shared memory). The slice reads the row's group table entries [gs, ge) and row table entry
 // (offset | mode) and the next row's (or ge for the group's last row), and checks, as the host's
-// decoder does: gs <= ge <= data_bytes, mode <= 2, offset <= next <= ge - gs. Then, in chunks of
-// 32 elements (lane l: element 32 j + l), each lane's field length (matched: W - popcount(mask);
-// unmatched or raw: W), a slice prefix sum of the lengths for its bit position, the field read as
-// 32-bit words clamped to the row's stored end, and the element rebuilt (value | pdep(field,
-// ~mask), a loop over the runs of zeros of the mask). Mode 2 is a copy of the row's words. At the
+// decoder does: gs <= ge <= data_bytes, gs a multiple of 4, mode <= 2, offset <= next <= ge - gs.
+// Then, in chunks of 32 x P elements (lane l: elements P l .. P l + P - 1 of the chunk; P = 1 for
+// 4- and 8-byte elements, a word's worth for narrower ones, stored as one word), each lane's field
+// lengths (matched: W - popcount(mask); unmatched or raw: W), a slice prefix sum of the lanes' bits
+// for their bit positions, the fields read as 32-bit words clamped to the row's stored end, and
+// the elements rebuilt (value | pdep(field, ~mask), a loop over the runs of zeros of the mask).
+// Mode 2 is a copy of the row's words (CUDA) or fields of W bits (Vulkan). At the
 // end, a row whose bits (padded to 4 bytes) are not exactly its stored length is rewritten with
 // zeros; every failing row ORs kIbpStatusCorrupt into the status word, which a fill set to 0
 // before.

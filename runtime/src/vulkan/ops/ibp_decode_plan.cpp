@@ -128,8 +128,9 @@ namespace ferry::vulkan {
 std::uint64_t ibp_decode_loop_iterations(const IbpDecodeDispatch& dispatch) {
   const std::uint64_t groups = std::max<std::uint32_t>(dispatch.group_count, 1);
   const std::uint64_t items = (dispatch.push.items + groups - 1) / groups;
-  const std::uint64_t chunks = (std::uint64_t{dispatch.push.row_elements} + 31) / 32;
-  return items * (1 + chunks * (3 + 2 * 16)) + 1;
+  const std::uint64_t per = dispatch.push.element_size < 4 ? 4 / dispatch.push.element_size : 1;
+  const std::uint64_t chunks = (std::uint64_t{dispatch.push.row_elements} + 32 * per - 1) / (32 * per);
+  return items * (1 + chunks * (3 + per * (2 + 2 * 16))) + 1;
 }
 
 }  // namespace ferry::vulkan

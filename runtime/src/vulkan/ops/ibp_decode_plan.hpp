@@ -55,8 +55,9 @@ namespace ferry::vulkan {
 
 // An upper bound of the loop iterations one invocation of shaders/ibp_decode.comp runs in
 // `dispatch` (its loops together), for lavapipe, which silently ends a shader's loops after 65535
-// iterations: items per workgroup x (chunks of 32 elements decoded and zeroed twice, each with
-// two pdeps of at most 16 runs of zeros).
+// iterations: items per workgroup x (chunks decoded and zeroed twice, each with an invocation's
+// elements, a word's worth of narrow ones, read twice and deposited over at most 32 runs of
+// zeros).
 std::uint64_t ibp_decode_loop_iterations(const IbpDecodeDispatch& dispatch);
 
 }  // namespace ferry::vulkan
