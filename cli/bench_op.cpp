@@ -25,7 +25,7 @@ constexpr OptionSpec kOptions[] = {
 };
 
 const OpCase* const kOps[] = {&kFillOp, &kNormalizeOp, &kBinaryQuantizeOp, &kHammingTopkOp,
-                              &kRescoreOp, &kIbpEncodeOp};
+                              &kRescoreOp, &kIbpDecodeOp, &kIbpEncodeOp};
 
 struct OpBuffers {
   std::vector<Buffer> inputs, outputs;  // `sets` of each

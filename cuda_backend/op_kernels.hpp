@@ -9,6 +9,7 @@
 #include "ops/binary_quantize_kernel.hpp"
 #include "ops/fill_kernel.hpp"
 #include "ops/hamming_topk_kernel.hpp"
+#include "ops/ibp_decode_kernel.hpp"
 #include "ops/ibp_encode_kernel.hpp"
 #include "ops/normalize_kernel.hpp"
 #include "ops/op_list.hpp"

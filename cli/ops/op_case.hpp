@@ -38,6 +38,7 @@ struct OpCase {
 };
 
 extern const OpCase kFillOp, kNormalizeOp, kBinaryQuantizeOp, kHammingTopkOp, kRescoreOp;
+extern const OpCase kIbpDecodeOp;
 extern const OpCase kIbpEncodeOp;
 
 // An IngressPipeline's options that normalize each batch with `params`.

@@ -12,6 +12,7 @@
 #include "ferry/ops/binary_quantize.hpp"
 #include "ferry/ops/fill.hpp"
 #include "ferry/ops/hamming_topk.hpp"
+#include "ferry/ops/ibp_decode.hpp"
 #include "ferry/ops/ibp_encode.hpp"
 #include "ferry/ops/normalize.hpp"
 #include "ferry/ops/rescore.hpp"

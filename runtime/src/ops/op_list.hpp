@@ -15,6 +15,7 @@
 #include "ops/binary_quantize.hpp"
 #include "ops/fill.hpp"
 #include "ops/hamming_topk.hpp"
+#include "ops/ibp_decode.hpp"
 #include "ops/ibp_encode.hpp"
 #include "ops/normalize.hpp"
 #include "ops/rescore.hpp"
@@ -27,6 +28,7 @@
   X(binary_quantize, BinaryQuantize) \
   X(hamming_topk, HammingTopk)       \
   X(rescore, Rescore)                \
+  X(ibp_decode, IbpDecode)           \
   X(ibp_encode, IbpEncode)
 
 namespace ferry::ops {

@@ -12,6 +12,7 @@
 #include "vulkan/ops/binary_quantize.hpp"
 #include "vulkan/ops/fill.hpp"
 #include "vulkan/ops/hamming_topk.hpp"
+#include "vulkan/ops/ibp_decode.hpp"
 #include "vulkan/ops/ibp_encode.hpp"
 #include "vulkan/ops/normalize.hpp"
 #include "vulkan/ops/rescore.hpp"

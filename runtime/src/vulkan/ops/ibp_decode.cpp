@@ -1,0 +1,117 @@
+#include "vulkan/ops/ibp_decode.hpp"
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+#include "ferry/shaders/ibp_decode.comp.spv.h"
+#include "ibp_decode_abi.h"
+#include "vulkan/buffer.hpp"
+#include "vulkan/spirv_layout.hpp"
+
+namespace ferry::vulkan {
+namespace {
+
+using shaders::IbpDecodePushConstants;
+constexpr spirv::PushConstantLayout kLayout =
+    spirv::push_constant_layout(shaders::ibp_decode_spv);
+static_assert(kLayout.found, "ibp_decode.comp must declare one push-constant block");
+static_assert(kLayout.member_count == 18);
+static_assert(kLayout.offsets[0] == offsetof(IbpDecodePushConstants, flags));
+static_assert(kLayout.offsets[11] == offsetof(IbpDecodePushConstants, data_bytes));
+static_assert(kLayout.offsets[17] == offsetof(IbpDecodePushConstants, status_word));
+static_assert(FERRY_IBP_DECODE_WORKGROUP_SIZE == ops::kIbpDecodeSliceLanes);
+
+// lavapipe ends a shader's loops after this many iterations in all (see rescore).
+constexpr std::uint64_t kLavapipeLoopIterations = 65535;
+
+}  // namespace
+
+Status IbpDecodePipeline::create(const DeviceContext& context) {
+  context_ = &context;
+  limits_.offset_alignment = context.limits.minStorageBufferOffsetAlignment;
+  limits_.max_window_bytes = context.limits.maxStorageBufferRange;
+  limits_.max_group_count =
+      std::min<std::uint32_t>(context.limits.maxComputeWorkGroupCount[0], 65535);
+  loop_limit_ = context.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE ? kLavapipeLoopIterations : 0;
+  // Binding 0: the stream window, 1: the output, 2: the status, 3: the indices.
+  FERRY_RETURN_IF_ERROR(
+      program_.create(context, shaders::ibp_decode_spv, 4, sizeof(IbpDecodePushConstants)));
+  FERRY_ASSIGN_OR_RETURN(pipeline_, program_.make_pipeline());
+  return Status();
+}
+
+void IbpDecodePipeline::destroy() noexcept {
+  if (context_ == nullptr) return;
+  if (pipeline_ != VK_NULL_HANDLE) {
+    context_->vk.vkDestroyPipeline(context_->device, pipeline_, nullptr);
+  }
+  pipeline_ = VK_NULL_HANDLE;
+  program_.destroy();
+  context_ = nullptr;
+}
+
+Result<std::vector<IbpDecodeDispatch>> IbpDecodePipeline::plan(
+    const ops::IbpDecodeArgs& args, std::span<const backend::Binding> bindings) const {
+  if (bindings.size() != (args.gather() ? 4u : 3u)) {
+    return Status(ErrorCode::internal,
+                  "ibp_decode on Vulkan: " + std::to_string(bindings.size()) + " bindings");
+  }
+  return plan_ibp_decode(args, bindings[0].offset, bindings[1].offset, bindings[2].offset,
+                         args.gather() ? bindings[3].offset : 0, limits_);
+}
+
+Status IbpDecodePipeline::check(const ops::IbpDecodeArgs& args,
+                                std::span<const backend::Binding> bindings) const {
+  FERRY_ASSIGN_OR_RETURN(const std::vector<IbpDecodeDispatch> dispatches, plan(args, bindings));
+  if (loop_limit_ > 0) {
+    for (const IbpDecodeDispatch& dispatch : dispatches) {
+      const std::uint64_t iterations = ibp_decode_loop_iterations(dispatch);
+      if (iterations > loop_limit_) {
+        return Status(ErrorCode::unavailable,
+                      "lavapipe ends a shader's loops after " + std::to_string(loop_limit_) +
+                          " iterations, and decoding " + std::to_string(dispatch.push.items) +
+                          " rows of " + std::to_string(args.layout.row_elements) +
+                          " elements may need " + std::to_string(iterations) +
+                          ": fewer or shorter rows per ibp_decode");
+      }
+    }
+  }
+  return Status();
+}
+
+Status IbpDecodePipeline::record(VkCommandBuffer command_buffer, const ops::IbpDecodeArgs& args,
+                                 std::span<const backend::Binding> bindings) const {
+  FERRY_ASSIGN_OR_RETURN(const std::vector<IbpDecodeDispatch> dispatches, plan(args, bindings));
+  auto handle = [&](std::size_t i) {
+    return static_cast<const VulkanBuffer*>(bindings[i].buffer)->handle();
+  };
+  const VolkDeviceTable& vk = context_->vk;
+  vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
+  for (std::size_t d = 0; d < dispatches.size(); ++d) {
+    const IbpDecodeDispatch& dispatch = dispatches[d];
+    // The status clear binds the first decode dispatch's output and indices windows (a binding
+    // must be valid; it touches neither).
+    const IbpDecodeDispatch& windows_of = d == 0 && dispatches.size() > 1 ? dispatches[1] : dispatch;
+    std::array<VkDescriptorBufferInfo, 4> windows{};
+    windows[0] = {handle(0), dispatch.stream.offset, dispatch.stream.size};
+    windows[1] = {handle(1), windows_of.output.offset, windows_of.output.size};
+    windows[2] = {handle(2), dispatch.status.offset, dispatch.status.size};
+    // Without a gather binding 3 is the (read-only) stream window, never read through it.
+    windows[3] = args.gather()
+                     ? VkDescriptorBufferInfo{handle(3), windows_of.indices.offset,
+                                              windows_of.indices.size}
+                     : windows[0];
+    // Every dispatch ORs into the status (the first writes it), and consecutive output windows
+    // may share a word.
+    if (d > 0) record_compute_barrier(vk, command_buffer);
+    program_.push_storage_buffers(command_buffer, windows);
+    vk.vkCmdPushConstants(command_buffer, program_.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                          sizeof(dispatch.push), &dispatch.push);
+    vk.vkCmdDispatch(command_buffer, dispatch.group_count, 1, 1);
+  }
+  return Status();
+}
+
+}  // namespace ferry::vulkan

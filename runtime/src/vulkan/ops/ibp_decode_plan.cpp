@@ -1,0 +1,136 @@
+#include "vulkan/ops/ibp_decode_plan.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "core/describe.hpp"
+
+namespace ferry::vulkan {
+namespace {
+
+std::uint64_t align_down(std::uint64_t value, std::uint64_t alignment) {
+  return value / alignment * alignment;
+}
+
+// The window of [offset, offset + size): from the offset rounded down to the alignment, to the
+// next whole word (inside the VkBuffer, whose size is a multiple of 16).
+IbpDecodeWindow window_of(std::uint64_t offset, std::uint64_t size, std::uint64_t alignment) {
+  const std::uint64_t start = align_down(offset, alignment);
+  return {start, (offset - start + size + 3) / 4 * 4};
+}
+
+Status too_large(const std::string& what, std::uint64_t bytes, std::uint64_t max_window) {
+  return Status(ErrorCode::unavailable,
+                "ibp_decode on Vulkan: " + what + " is " + detail::describe_bytes(bytes) +
+                    "; the shader sees it through one storage-buffer window of at most " +
+                    detail::describe_bytes(max_window) +
+                    " (maxStorageBufferRange, capped at 2 GiB, less the offset alignment)");
+}
+
+}  // namespace
+
+Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs& args,
+                                                       std::uint64_t stream_offset,
+                                                       std::uint64_t output_offset,
+                                                       std::uint64_t status_offset,
+                                                       std::uint64_t indices_offset,
+                                                       const IbpDecodeLimits& limits) {
+  const ibp::Layout& layout = args.layout;
+  const std::uint64_t es = layout.element_size;
+  if (args.row_count == 0 || layout.rows == 0 || layout.group_rows == 0 ||
+      (es != 1 && es != 2 && es != 4 && es != 8) || stream_offset % 8 != 0 ||
+      output_offset % es != 0 || status_offset % 4 != 0 || indices_offset % 4 != 0) {
+    return Status(ErrorCode::internal, "ibp_decode of " + std::to_string(args.row_count) +
+                                           " items (stream offset " +
+                                           std::to_string(stream_offset) +
+                                           ") reached the Vulkan backend");
+  }
+  const std::uint64_t alignment = std::max<std::uint64_t>(limits.offset_alignment, 16);
+  const std::uint64_t max_window =
+      align_down(std::min<std::uint64_t>(limits.max_window_bytes, std::uint64_t{1} << 31), 4);
+  const std::uint32_t max_groups = std::max<std::uint32_t>(limits.max_group_count, 1);
+
+  const IbpDecodeWindow stream = window_of(stream_offset, layout.stream_bytes, alignment);
+  if (stream.size > max_window) return too_large("the stream", layout.stream_bytes, max_window);
+  const std::uint64_t slot = args.slot_bytes();
+  if (slot > kVulkanIbpMaxRowBytes) {
+    return Status(ErrorCode::unavailable,
+                  "ibp_decode on Vulkan: a row of " + detail::describe_bytes(slot) +
+                      " is above the shader's " + detail::describe_bytes(kVulkanIbpMaxRowBytes));
+  }
+  const IbpDecodeWindow status = window_of(status_offset, 4, alignment);
+  const std::uint32_t stream_word = static_cast<std::uint32_t>((stream_offset - stream.offset) / 4);
+
+  shaders::IbpDecodePushConstants common{};
+  common.flags = args.gather() ? FERRY_IBP_DECODE_GATHER : 0u;
+  common.element_size = static_cast<std::uint32_t>(es);
+  common.group_rows = layout.group_rows;
+  // Everything below is inside the stream window (< 2^31 bytes).
+  common.rows = static_cast<std::uint32_t>(layout.rows);
+  common.row_elements = static_cast<std::uint32_t>(layout.row_elements);
+  common.last_row_elements = static_cast<std::uint32_t>(layout.row_elements_of(layout.rows - 1));
+  common.group_table_word =
+      stream_word + static_cast<std::uint32_t>(layout.group_table_offset / 4);
+  common.masks_byte = 4 * stream_word + static_cast<std::uint32_t>(layout.masks_offset);
+  common.mask_block_bytes = static_cast<std::uint32_t>(layout.mask_block_bytes);
+  common.row_table_word = stream_word + static_cast<std::uint32_t>(layout.row_table_offset / 4);
+  common.data_word = stream_word + static_cast<std::uint32_t>(layout.data_offset / 4);
+  common.data_bytes = static_cast<std::uint32_t>(layout.data_bytes);
+  common.slot_bytes = static_cast<std::uint32_t>(slot);
+  common.status_word = static_cast<std::uint32_t>((status_offset - status.offset) / 4);
+
+  std::vector<IbpDecodeDispatch> dispatches;
+  IbpDecodeDispatch clear;
+  clear.stream = stream;
+  clear.status = status;
+  clear.group_count = 1;
+  clear.push = common;
+  clear.push.flags = FERRY_IBP_DECODE_CLEAR_STATUS;
+  dispatches.push_back(clear);
+
+  const std::uint64_t total_output = args.output_bytes();
+  for (std::uint64_t first = 0; first < args.item_count();) {
+    const std::uint64_t out_start = output_offset + first * slot;
+    const std::uint64_t out_lead = out_start - align_down(out_start, alignment);
+    const std::uint64_t index_start = indices_offset + first * 4;
+    const std::uint64_t index_lead = index_start - align_down(index_start, alignment);
+    // As many whole items as both windows hold (at least one: a slot is at most 256 MiB).
+    std::uint64_t items = args.item_count() - first;
+    if (slot > 0) items = std::min(items, (max_window - out_lead - 3) / slot);
+    if (args.gather()) items = std::min(items, (max_window - index_lead) / 4);
+    if (items == 0) return too_large("one item's output", slot, max_window);
+    const std::uint64_t out_bytes =
+        std::min(items * slot, total_output - first * slot);  // the short last row
+    IbpDecodeDispatch dispatch;
+    dispatch.stream = stream;
+    dispatch.status = status;
+    dispatch.output = window_of(out_start, out_bytes, alignment);
+    dispatch.push = common;
+    dispatch.push.items = static_cast<std::uint32_t>(items);
+    dispatch.push.output_byte = static_cast<std::uint32_t>(out_lead);
+    if (args.gather()) {
+      dispatch.indices = window_of(index_start, items * 4, alignment);
+      dispatch.push.indices_word = static_cast<std::uint32_t>(index_lead / 4);
+    } else {
+      dispatch.push.first_row = static_cast<std::uint32_t>(args.first_row + first);
+    }
+    dispatch.group_count = static_cast<std::uint32_t>(std::min<std::uint64_t>(items, max_groups));
+    dispatches.push_back(dispatch);
+    first += items;
+  }
+  return dispatches;
+}
+
+}  // namespace ferry::vulkan
+
+namespace ferry::vulkan {
+
+std::uint64_t ibp_decode_loop_iterations(const IbpDecodeDispatch& dispatch) {
+  const std::uint64_t groups = std::max<std::uint32_t>(dispatch.group_count, 1);
+  const std::uint64_t items = (dispatch.push.items + groups - 1) / groups;
+  const std::uint64_t per = dispatch.push.element_size < 4 ? 4 / dispatch.push.element_size : 1;
+  const std::uint64_t chunks = (std::uint64_t{dispatch.push.row_elements} + 32 * per - 1) / (32 * per);
+  return items * (1 + chunks * (3 + per * (2 + 2 * 16))) + 1;
+}
+
+}  // namespace ferry::vulkan

@@ -1,0 +1,63 @@
+// How one ibp_decode becomes dispatches of shaders/ibp_decode.comp: a pure function, unit-tested
+// without a GPU (tests/unit/ops/ibp_decode_plan.cpp).
+//
+// The shader sees the stream, the output, the status and the indices through storage-buffer
+// windows (at most maxStorageBufferRange bytes, kept under 2^31 so that every position fits the
+// shader's 32-bit arithmetic, starting on a multiple of minStorageBufferOffsetAlignment). The
+// stream is one window: where a row's bits lie is only known on the device, so a stream larger
+// than a window is refused (unavailable). The output and indices are split: each dispatch covers
+// a run of whole items. The first dispatch only clears the status; a barrier follows every
+// dispatch (they all OR into the status, and consecutive output windows may share a word).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ferry/status.hpp"
+#include "ibp_decode_abi.h"
+#include "ops/ibp_decode.hpp"
+
+namespace ferry::vulkan {
+
+struct IbpDecodeLimits {
+  std::uint64_t offset_alignment = 16;        // minStorageBufferOffsetAlignment
+  std::uint64_t max_window_bytes = 1u << 27;  // maxStorageBufferRange
+  std::uint32_t max_group_count = 65535;      // maxComputeWorkGroupCount[0] (capped)
+};
+
+struct IbpDecodeWindow {
+  std::uint64_t offset = 0;  // descriptor offset in its buffer
+  std::uint64_t size = 0;    // descriptor range (a multiple of 4)
+};
+
+struct IbpDecodeDispatch {
+  IbpDecodeWindow stream, output, status, indices;  // indices: size 0 without a gather
+  std::uint32_t group_count = 0;
+  shaders::IbpDecodePushConstants push{};
+};
+
+// A row of more bytes than this is refused: the shader counts a row's bits in 32 bits.
+inline constexpr std::uint64_t kVulkanIbpMaxRowBytes = std::uint64_t{1} << 28;
+
+// The dispatches of one ibp_decode whose bindings start at these offsets of their buffers.
+// Errors: unavailable when the stream, a row or one item's output does not fit a window;
+// internal for arguments core should have rejected.
+Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs& args,
+                                                       std::uint64_t stream_offset,
+                                                       std::uint64_t output_offset,
+                                                       std::uint64_t status_offset,
+                                                       std::uint64_t indices_offset,
+                                                       const IbpDecodeLimits& limits);
+
+}  // namespace ferry::vulkan
+
+namespace ferry::vulkan {
+
+// An upper bound of the loop iterations one invocation of shaders/ibp_decode.comp runs in
+// `dispatch` (its loops together), for lavapipe, which silently ends a shader's loops after 65535
+// iterations: items per workgroup x (chunks decoded and zeroed twice, each with an invocation's
+// elements, a word's worth of narrow ones, read twice and deposited over at most 32 runs of
+// zeros).
+std::uint64_t ibp_decode_loop_iterations(const IbpDecodeDispatch& dispatch);
+
+}  // namespace ferry::vulkan
