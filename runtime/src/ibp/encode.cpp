@@ -35,13 +35,14 @@ constexpr unsigned kBits = 8 * sizeof(T);
 template <typename T>
 constexpr T kLanes = static_cast<T>(static_cast<T>(~T{0}) / 0xffu);
 
-// The masks of one encoding: per group the R masks and R values, and each column's count of
-// variable bits (W - k).
+// The masks of one encoding: per group the R masks and R values, each column's count of
+// variable bits (W - k) and their field_shift (bits.hpp).
 template <typename T>
 struct Masks {
   std::vector<T> mask;
   std::vector<T> value;
   std::vector<std::uint8_t> variable_bits;
+  std::vector<std::uint8_t> variable_shift;
 };
 
 // ones[c x W + b] += how many rows of [row_begin, row_end) have bit b set in column c0 + c.
@@ -90,10 +91,20 @@ void order_bits(const std::uint32_t* ones, std::uint64_t n, T* majority, T* nest
   T v = 0;
   for (unsigned b = 0; b < W; ++b) {
     if (2 * std::uint64_t{ones[b]} > n) v = static_cast<T>(v | (T{1} << b));
-    const std::uint64_t agreement = std::max<std::uint64_t>(ones[b], n - ones[b]);
-    keys[b] = agreement << 8 | b;  // highest agreement first, then the higher bit
   }
-  std::sort(keys.begin(), keys.begin() + W, std::greater<>());
+  // Bits every element agrees on (agreement n) come first, from the highest; only the others need
+  // sorting (most bits of compressible data are constant, and this runs per column and group).
+  unsigned constant = 0;
+  for (unsigned b = W; b-- > 0;) {
+    if (ones[b] == 0 || ones[b] == n) keys[constant++] = std::uint64_t{n} << 8 | b;
+  }
+  unsigned varying = constant;
+  for (unsigned b = 0; b < W; ++b) {
+    if (ones[b] == 0 || ones[b] == n) continue;
+    const std::uint64_t agreement = std::max<std::uint64_t>(ones[b], n - ones[b]);
+    keys[varying++] = agreement << 8 | b;  // highest agreement first, then the higher bit
+  }
+  std::sort(keys.begin() + constant, keys.begin() + W, std::greater<>());
   *majority = v;
   nested[0] = 0;
   for (unsigned k = 0; k < W; ++k) {
@@ -117,10 +128,13 @@ void count_agreement(const std::byte* data, const Layout& l, std::uint64_t row_b
     for (std::uint64_t c = 0; c < cols; ++c) {
       const T d = static_cast<T>(x[c] ^ majority[c]);
       const T* m = nested + c * (W + 1);
+      // Branch-free binary search (the outcome is data, a branch would mispredict): the largest
+      // k in [0, W - 1] with (d & M_k) == 0, then one step more for k = W.
       unsigned k = 0;
-      for (unsigned step = W; step != 0; step >>= 1) {
-        if (k + step <= W && (d & m[k + step]) == 0) k += step;
+      for (unsigned step = W / 2; step != 0; step >>= 1) {
+        k += step * static_cast<unsigned>((d & m[k + step]) == 0);
       }
+      k += static_cast<unsigned>((d & m[k + 1]) == 0);
       ++hist[c * (W + 1) + k];
     }
   }
@@ -222,6 +236,7 @@ void analyze_group(const std::byte* data, const Layout& l, std::uint64_t g, unsi
         masks.mask[at] = mask;
         masks.value[at] = static_cast<T>(majority[t * kTileColumns + c] & mask);
         masks.variable_bits[at] = static_cast<std::uint8_t>(W - k);
+        masks.variable_shift[at] = field_shift(static_cast<T>(~mask));
       }
     });
   }
@@ -255,7 +270,8 @@ std::uint32_t size_row(const std::byte* row, std::uint64_t n, const T* mask, con
 
 template <typename T>
 void write_row(const std::byte* row, std::uint64_t n, const T* mask, const T* value,
-               const std::uint8_t* variable_bits, RowMode mode, std::byte* out) {
+               const std::uint8_t* variable_bits, const std::uint8_t* variable_shift, RowMode mode,
+               std::byte* out) {
   constexpr unsigned W = kBits<T>;
   if (mode == RowMode::raw) {
     std::memcpy(out, row, n * sizeof(T));
@@ -266,7 +282,8 @@ void write_row(const std::byte* row, std::uint64_t n, const T* mask, const T* va
     BitWriter writer(out);
     for (std::uint64_t c = 0; c < n; ++c) {
       const T x = load<T>(row + c * sizeof(T));
-      writer.put(extract_bits(x, static_cast<T>(~mask[c])), variable_bits[c]);
+      writer.put(extract_field(x, static_cast<T>(~mask[c]), variable_bits[c], variable_shift[c]),
+                 variable_bits[c]);
     }
     writer.finish();
     return;
@@ -279,7 +296,8 @@ void write_row(const std::byte* row, std::uint64_t n, const T* mask, const T* va
     const bool match = (x & mask[c]) == value[c];
     word |= std::uint32_t{match} << (c % 32);
     if (match) {
-      writer.put(extract_bits(x, static_cast<T>(~mask[c])), variable_bits[c]);
+      writer.put(extract_field(x, static_cast<T>(~mask[c]), variable_bits[c], variable_shift[c]),
+                 variable_bits[c]);
     } else {
       writer.put(x, W);
     }
@@ -309,6 +327,7 @@ Result<Plan<T>> make_plan(std::span<const std::byte> data, const EncodeParams& p
   plan.masks.mask.assign(l.group_count * R, T{0});
   plan.masks.value.assign(l.group_count * R, T{0});
   plan.masks.variable_bits.assign(l.group_count * R, std::uint8_t{0});
+  plan.masks.variable_shift.assign(l.group_count * R, std::uint8_t{0});
   if (l.group_count >= threads) {
     parallel_for(l.group_count, threads,
                  [&](std::size_t g) { analyze_group<T>(data.data(), l, g, 1, plan.masks); });
@@ -373,7 +392,7 @@ void write_stream(std::span<const std::byte> data, Plan<T>& plan, std::span<std:
       const std::uint32_t entry = plan.row_table[r];
       write_row<T>(data.data() + r * R * sizeof(T), l.row_elements_of(r), &plan.masks.mask[at],
                    &plan.masks.value[at], &plan.masks.variable_bits[at],
-                   static_cast<RowMode>(entry & 3u),
+                   &plan.masks.variable_shift[at], static_cast<RowMode>(entry & 3u),
                    s + l.data_offset + plan.group_offsets[g] + (entry & ~3u));
     }
   });
