@@ -23,6 +23,16 @@ using ferry::detail::pieces_of;
 
 // Columns analysed together: their counters stay in L2.
 constexpr std::uint64_t kTileColumns = 1024;
+// 16-byte vectors of T (GCC's and Clang's vector extension: SSE2 / NEON, scalar code elsewhere):
+// the bit counts are written with them because -O2 does not vectorize the plain loop.
+template <typename T>
+struct Vector16;
+template <> struct Vector16<std::uint8_t> { typedef std::uint8_t type __attribute__((vector_size(16))); };
+template <> struct Vector16<std::uint16_t> { typedef std::uint16_t type __attribute__((vector_size(16))); };
+template <> struct Vector16<std::uint32_t> { typedef std::uint32_t type __attribute__((vector_size(16))); };
+template <> struct Vector16<std::uint64_t> { typedef std::uint64_t type __attribute__((vector_size(16))); };
+template <typename T>
+constexpr std::uint64_t kVectorLanes = 16 / sizeof(T);
 // Rows per range of a group analysed by one thread, at least.
 constexpr std::uint64_t kMinRowsPerPart = 512;
 // Rows per task of the row passes.
@@ -65,16 +75,22 @@ void count_ones(const std::byte* data, const Layout& l, std::uint64_t row_begin,
     std::fill(acc.begin(), acc.end(), T{0});
     pending = 0;
   };
+  using V = typename Vector16<T>::type;
   for (std::uint64_t r = row_begin; r < row_end; ++r) {
     const std::uint64_t n = l.row_elements_of(r);
     if (n <= c0) continue;
     const std::uint64_t cols = std::min(width, n - c0);
     std::memcpy(x.data(), data + (r * l.row_elements + c0) * sizeof(T), cols * sizeof(T));
-    for (unsigned j = 0; j < 8; ++j) {
-      T* a = acc.data() + j * kTileColumns;
-      const T* in = x.data();
-      for (std::uint64_t c = 0; c < cols; ++c) {
-        a[c] = static_cast<T>(a[c] + ((in[c] >> j) & kLanes<T>));
+    // Whole vectors: the tile's buffers are padded, the columns past the row count zeros.
+    std::fill(x.begin() + static_cast<std::ptrdiff_t>(cols), x.end(), T{0});
+    for (std::uint64_t c = 0; c < cols; c += kVectorLanes<T>) {
+      V v;
+      std::memcpy(&v, &x[c], sizeof(V));
+      for (unsigned j = 0; j < 8; ++j) {
+        V a;
+        std::memcpy(&a, &acc[j * kTileColumns + c], sizeof(V));
+        a += (v >> j) & kLanes<T>;
+        std::memcpy(&acc[j * kTileColumns + c], &a, sizeof(V));
       }
     }
     if (++pending == 255) flush();  // a byte lane counts up to 255
@@ -112,6 +128,23 @@ void order_bits(const std::uint32_t* ones, std::uint64_t n, T* majority, T* nest
   }
 }
 
+// The largest k with (d & M_k) == 0, M = a column's nested masks M_0 .. M_W: a binary search
+// unrolled into selects (the outcome is data: branches would mispredict) over [0, W - 1], then
+// one step more for k = W.
+template <typename T>
+inline unsigned agreeing_prefix(T d, const T* m) {
+  constexpr unsigned W = kBits<T>;
+  const auto step = [&](unsigned k, unsigned size) { return (d & m[k + size]) == 0 ? k + size : k; };
+  unsigned k = 0;
+  if constexpr (W >= 64) k = step(k, 32);
+  if constexpr (W >= 32) k = step(k, 16);
+  if constexpr (W >= 16) k = step(k, 8);
+  k = step(k, 4);
+  k = step(k, 2);
+  k = step(k, 1);
+  return step(k, 1);
+}
+
 // hist[c x (W + 1) + k] += how many elements x of column c0 + c in rows [row_begin, row_end)
 // agree with V on exactly the first k bits of the order (the largest k with (x ^ V) & M_k == 0).
 template <typename T>
@@ -127,15 +160,7 @@ void count_agreement(const std::byte* data, const Layout& l, std::uint64_t row_b
     std::memcpy(x.data(), data + (r * l.row_elements + c0) * sizeof(T), cols * sizeof(T));
     for (std::uint64_t c = 0; c < cols; ++c) {
       const T d = static_cast<T>(x[c] ^ majority[c]);
-      const T* m = nested + c * (W + 1);
-      // Branch-free binary search (the outcome is data, a branch would mispredict): the largest
-      // k in [0, W - 1] with (d & M_k) == 0, then one step more for k = W.
-      unsigned k = 0;
-      for (unsigned step = W / 2; step != 0; step >>= 1) {
-        k += step * static_cast<unsigned>((d & m[k + step]) == 0);
-      }
-      k += static_cast<unsigned>((d & m[k + 1]) == 0);
-      ++hist[c * (W + 1) + k];
+      ++hist[c * (W + 1) + agreeing_prefix<T>(d, nested + c * (W + 1))];
     }
   }
 }
