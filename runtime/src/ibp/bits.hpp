@@ -59,69 +59,97 @@ inline std::uint64_t deposit_bits(std::uint64_t x, std::uint64_t m) noexcept {
   return out;
 }
 
+// A column's variable bits (~mask) are nearly always one run: then pext and pdep are a shift and a
+// mask. `field_shift` precomputes, per column, that run's shift, or kScattered for several runs.
+inline constexpr std::uint8_t kScattered = 0xff;
+inline std::uint8_t field_shift(std::uint64_t variable) noexcept {
+  if (variable == 0) return 0;
+  const auto shift = static_cast<unsigned>(std::countr_zero(variable));
+  const std::uint64_t run = variable >> shift;
+  return (run & (run + 1)) == 0 ? static_cast<std::uint8_t>(shift) : kScattered;
+}
+// pext(x, variable) for a column of `width` variable bits and field_shift `shift`.
+inline std::uint64_t extract_field(std::uint64_t x, std::uint64_t variable, unsigned width,
+                                   std::uint8_t shift) noexcept {
+  return shift != kScattered ? (x >> shift) & low_bits(width) : extract_bits(x, variable);
+}
+// pdep(bits, variable): bits holds only the column's `width` low bits.
+inline std::uint64_t deposit_field(std::uint64_t bits, std::uint64_t variable,
+                                   std::uint8_t shift) noexcept {
+  return shift != kScattered ? bits << shift : deposit_bits(bits, variable);
+}
+
 // Appends fields to a row at `out`; the caller sized the row exactly, finish() writes the last
-// partial word (zero-padded).
+// partial words (zero-padded). Full 64-bit words only are stored before finish(), so nothing is
+// written past the row (a row is a whole number of 32-bit words, the format's little-endian
+// 32-bit words are the bytes of little-endian 64-bit ones).
 class BitWriter {
  public:
   explicit BitWriter(std::byte* out) noexcept : out_(out) {}
   // The low `bits` (0..64) bits of value; bits above them must be zero.
   void put(std::uint64_t value, unsigned bits) noexcept {
-    if (bits > 32) {
-      put32(static_cast<std::uint32_t>(value), 32);
-      put32(static_cast<std::uint32_t>(value >> 32), bits - 32);
-    } else {
-      put32(static_cast<std::uint32_t>(value), bits);
+    acc_ |= value << count_;  // count_ < 64
+    count_ += bits;
+    if (count_ >= 64) {
+      store(out_, acc_);
+      out_ += 8;
+      count_ -= 64;
+      // The bits of value that did not fit; none when it ended exactly at the word's end.
+      acc_ = count_ == 0 ? 0 : value >> (bits - count_);
     }
   }
   void finish() noexcept {
-    if (count_ > 0) flush_word();
+    for (unsigned at = 0; at < count_; at += 32) {
+      store(out_, static_cast<std::uint32_t>(acc_ >> at));
+      out_ += 4;
+    }
+    acc_ = 0;
+    count_ = 0;
   }
 
  private:
-  void put32(std::uint32_t value, unsigned bits) noexcept {
-    acc_ |= std::uint64_t{value} << count_;
-    count_ += bits;
-    if (count_ >= 32) flush_word();
-  }
-  void flush_word() noexcept {
-    store(out_, static_cast<std::uint32_t>(acc_));
-    out_ += 4;
-    acc_ >>= 32;
-    count_ = count_ >= 32 ? count_ - 32 : 0;
-  }
   std::byte* out_;
   std::uint64_t acc_ = 0;
   unsigned count_ = 0;
 };
 
-// Reads fields from a row of `words` 32-bit words; the caller checked that the fields fit.
+// Reads fields from a row of `bytes` bytes; the caller checked that the fields fit (the row's
+// exact length), and no read goes past the row's end whatever the fields are.
 class BitReader {
  public:
-  BitReader(const std::byte* row, std::uint64_t words) noexcept : row_(row), words_(words) {}
+  BitReader(const std::byte* row, std::uint64_t bytes) noexcept : row_(row), bytes_(bytes) {}
+  // The next `bits` (0..64) bits.
   std::uint64_t get(unsigned bits) noexcept {
-    if (bits > 32) {
-      const std::uint64_t low = get32(32);
-      return low | get32(bits - 32) << 32;
+    const std::uint64_t byte = bit_ / 8;
+    const unsigned offset = static_cast<unsigned>(bit_ % 8);
+    bit_ += bits;
+    std::uint64_t window;
+    if (byte + 9 <= bytes_) {
+      // 64 bits from `offset`: the 8 bytes at `byte`, the 9th byte's low bits on top.
+      window = load<std::uint64_t>(row_ + byte) >> offset;
+      window |= (std::uint64_t{load<std::uint8_t>(row_ + byte + 8)} << 1) << (63 - offset);
+    } else {
+      window = tail(byte, offset);
     }
-    return get32(bits);
+    return window & low_bits(bits);
   }
   std::uint64_t position() const noexcept { return bit_; }
 
  private:
-  std::uint64_t get32(unsigned bits) noexcept {
-    if (bits == 0) return 0;
-    const std::uint64_t word = bit_ / 32;
-    const unsigned offset = static_cast<unsigned>(bit_ % 32);
-    bit_ += bits;
-    if (word >= words_) return 0;  // past the row: only on a bug, never read
-    std::uint64_t window = load<std::uint32_t>(row_ + word * 4);
-    if (offset + bits > 32 && word + 1 < words_) {
-      window |= std::uint64_t{load<std::uint32_t>(row_ + word * 4 + 4)} << 32;
+  // The row's bits from bit 8 x byte + offset on, the bytes past its end read as zeros.
+  std::uint64_t tail(std::uint64_t byte, unsigned offset) const noexcept {
+    std::uint64_t window = 0;
+    for (unsigned i = 0; i < 8 && byte + i < bytes_; ++i) {
+      window |= std::uint64_t{load<std::uint8_t>(row_ + byte + i)} << (8 * i);
     }
-    return (window >> offset) & low_bits(bits);
+    window >>= offset;
+    if (offset != 0 && byte + 8 < bytes_) {
+      window |= std::uint64_t{load<std::uint8_t>(row_ + byte + 8)} << (64 - offset);
+    }
+    return window;
   }
   const std::byte* row_;
-  std::uint64_t words_;
+  std::uint64_t bytes_;
   std::uint64_t bit_ = 0;
 };
 

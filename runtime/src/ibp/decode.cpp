@@ -52,12 +52,75 @@ struct CheckedRow {
   std::uint64_t offset_in_group = 0;
   const std::byte* bytes = nullptr;  // the row's first byte
   std::uint64_t length = 0;
-  const std::byte* masks = nullptr;  // the group's R masks, then its R values
 };
 
+// One group's columns as the row checks and decoders use them, read once per group rather than
+// per row: masks and values, each column's count of variable bits and their field_shift, and the
+// variable bits of a whole row (the size of a mode 1 row of `columns` elements).
 template <typename T>
-CheckedRow check_row(std::span<const std::byte> stream, const Layout& l, std::uint64_t row) {
+struct GroupFields {
+  std::uint64_t group = ~std::uint64_t{0};  // none yet
+  std::uint64_t columns = 0;                // the columns read: masks and values [0, columns)
+  std::uint64_t all_variable_bits = 0;      // over [0, columns)
+  std::vector<T> mask;
+  std::vector<T> value;
+  std::vector<std::uint8_t> width;
+  std::vector<std::uint8_t> shift;
+
+  // Reads group g's first n columns from the mask block at `block` (the caller checked its
+  // range), unless they are already here.
+  void read(std::uint64_t g, std::uint64_t n, const std::byte* block, std::uint64_t R) {
+    if (group == g && columns >= n) return;
+    constexpr unsigned W = 8 * sizeof(T);
+    mask.resize(n);
+    value.resize(n);
+    width.resize(n);
+    shift.resize(n);
+    std::memcpy(mask.data(), block, n * sizeof(T));
+    std::memcpy(value.data(), block + R * sizeof(T), n * sizeof(T));
+    all_variable_bits = 0;
+    for (std::uint64_t c = 0; c < n; ++c) {
+      const auto variable = static_cast<T>(~mask[c]);
+      width[c] = static_cast<std::uint8_t>(W - static_cast<unsigned>(std::popcount(mask[c])));
+      shift[c] = field_shift(variable);
+      all_variable_bits += width[c];
+    }
+    group = g;
+    columns = n;
+  }
+  // The variable bits of a mode 1 row of n <= columns elements.
+  std::uint64_t variable_bits(std::uint64_t n) const {
+    if (n == columns) return all_variable_bits;
+    std::uint64_t bits = 0;
+    for (std::uint64_t c = 0; c < n; ++c) bits += width[c];
+    return bits;
+  }
+};
+
+// The bits of a mode 0 row's fields: each column's width where the bitmap says it matches, W
+// where not.
+template <typename T>
+std::uint64_t bitmap_row_bits(const std::byte* bitmap, std::uint64_t n, const GroupFields<T>& f) {
   constexpr unsigned W = 8 * sizeof(T);
+  // n x W less the invariant bits of the matching elements; arithmetic, not a branch per element
+  // (matches are data: a branch would mispredict).
+  std::uint64_t saved = 0;
+  for (std::uint64_t word = 0; word * 32 < n; ++word) {
+    const std::uint32_t matches = load<std::uint32_t>(bitmap + word * 4);
+    const std::uint64_t end = std::min<std::uint64_t>(32, n - word * 32);
+    const std::uint8_t* width = f.width.data() + word * 32;
+    for (std::uint64_t i = 0; i < end; ++i) {
+      saved += (W - width[i]) & (0u - ((matches >> i) & 1u));
+    }
+  }
+  return n * W - saved;
+}
+
+// Checks row `row`'s place and length (decode_row_checked's checks), reading its group's columns
+// into `fields` when they are not there yet.
+template <typename T>
+CheckedRow check_row(std::span<const std::byte> stream, const Layout& l, std::uint64_t row,
+                     GroupFields<T>& fields) {
   CheckedRow out;
   const auto fail = [&out](RowProblem problem) {
     out.problem = problem;
@@ -94,104 +157,113 @@ CheckedRow check_row(std::span<const std::byte> stream, const Layout& l, std::ui
   if (!range_within(mask_at, (l.row_elements + n) * sizeof(T), size)) {
     return fail(RowProblem::outside);
   }
-  out.masks = s + mask_at;
-  const std::byte* masks = out.masks;
   std::uint64_t expected = 0;
   if (out.mode == RowMode::raw) {
     expected = raw_row_bytes(n, sizeof(T));
-  } else if (out.mode == RowMode::all_matched) {
-    std::uint64_t bits = 0;
-    for (std::uint64_t c = 0; c < n; ++c) {
-      bits += W - static_cast<unsigned>(std::popcount(load<T>(masks + c * sizeof(T))));
-    }
-    expected = pieces_of(bits, 32) * 4;
   } else {
-    const std::uint64_t bitmap_bytes = pieces_of(n, 32) * 4;
-    if (out.length < bitmap_bytes) return fail(RowProblem::length);
-    std::uint64_t bits = 0;
-    for (std::uint64_t c = 0; c < n; ++c) {
-      const bool match = (load<std::uint32_t>(out.bytes + (c / 32) * 4) >> (c % 32)) & 1u;
-      bits += match ? W - static_cast<unsigned>(std::popcount(load<T>(masks + c * sizeof(T)))) : W;
+    fields.read(g, n, s + mask_at, l.row_elements);
+    if (out.mode == RowMode::all_matched) {
+      expected = pieces_of(fields.variable_bits(n), 32) * 4;
+    } else {
+      const std::uint64_t bitmap_bytes = pieces_of(n, 32) * 4;
+      if (out.length < bitmap_bytes) return fail(RowProblem::length);
+      expected = bitmap_bytes + pieces_of(bitmap_row_bits(out.bytes, n, fields), 32) * 4;
     }
-    expected = bitmap_bytes + pieces_of(bits, 32) * 4;
   }
   if (out.length != expected) return fail(RowProblem::length);
   return out;
 }
 
+// Decodes a checked row of n elements; `fields` holds its group's columns (check_row read them).
 template <typename T>
-void decode_checked_row(const CheckedRow& row, const Layout& l, std::uint64_t n, std::byte* out) {
+void decode_checked_row(const CheckedRow& row, std::uint64_t n, const GroupFields<T>& f,
+                        std::byte* out) {
   constexpr unsigned W = 8 * sizeof(T);
   if (row.mode == RowMode::raw) {
     std::memcpy(out, row.bytes, n * sizeof(T));
     return;
   }
-  const std::byte* masks = row.masks;
-  const std::byte* values = row.masks + l.row_elements * sizeof(T);
   if (row.mode == RowMode::all_matched) {
-    BitReader reader(row.bytes, row.length / 4);
+    BitReader reader(row.bytes, row.length);
     for (std::uint64_t c = 0; c < n; ++c) {
-      const T mask = load<T>(masks + c * sizeof(T));
-      const auto variable = static_cast<T>(~mask);
-      const std::uint64_t bits = reader.get(static_cast<unsigned>(std::popcount(variable)));
+      const std::uint64_t bits = reader.get(f.width[c]);
       store<T>(out + c * sizeof(T),
-               static_cast<T>(deposit_bits(bits, variable) | load<T>(values + c * sizeof(T))));
+               static_cast<T>(deposit_field(bits, static_cast<T>(~f.mask[c]), f.shift[c]) |
+                              f.value[c]));
     }
     return;
   }
   const std::uint64_t bitmap_bytes = pieces_of(n, 32) * 4;
-  BitReader reader(row.bytes + bitmap_bytes, (row.length - bitmap_bytes) / 4);
+  BitReader reader(row.bytes + bitmap_bytes, row.length - bitmap_bytes);
   for (std::uint64_t c = 0; c < n; ++c) {
-    const bool match = (load<std::uint32_t>(row.bytes + (c / 32) * 4) >> (c % 32)) & 1u;
-    T x;
-    if (match) {
-      const auto variable = static_cast<T>(~load<T>(masks + c * sizeof(T)));
-      const std::uint64_t bits = reader.get(static_cast<unsigned>(std::popcount(variable)));
-      x = static_cast<T>(deposit_bits(bits, variable) | load<T>(values + c * sizeof(T)));
-    } else {
-      x = static_cast<T>(reader.get(W));
-    }
-    store<T>(out + c * sizeof(T), x);
+    // Selects, not branches: whether an element matches is data.
+    const std::uint32_t match = (load<std::uint32_t>(row.bytes + (c / 32) * 4) >> (c % 32)) & 1u;
+    const std::uint64_t all = 0 - std::uint64_t{match};  // all ones where it matches
+    const std::uint8_t shift = match != 0 ? f.shift[c] : std::uint8_t{0};
+    const std::uint64_t bits = reader.get(match != 0 ? f.width[c] : W);
+    const std::uint64_t variable = static_cast<T>(~f.mask[c]) | ~all;  // all bits: raw
+    store<T>(out + c * sizeof(T),
+             static_cast<T>(deposit_field(bits, variable, shift) | (f.value[c] & all)));
   }
 }
 
 template <typename T>
 bool decode_row_typed(std::span<const std::byte> stream, const Layout& l, std::uint64_t row,
                       std::byte* out) {
-  const CheckedRow checked = check_row<T>(stream, l, row);
+  GroupFields<T> fields;
+  const CheckedRow checked = check_row<T>(stream, l, row, fields);
   if (checked.problem != RowProblem::none) return false;
-  decode_checked_row<T>(checked, l, l.row_elements_of(row), out);
+  decode_checked_row<T>(checked, l.row_elements_of(row), fields, out);
   return true;
 }
 
-CheckedRow check_row_any(std::span<const std::byte> stream, const Layout& l, std::uint64_t row) {
+// Calls f.template operator()<T>() with T the stream's element type.
+template <typename F>
+decltype(auto) with_element_type(const Layout& l, F&& f) {
   switch (l.element_size) {
-    case 1: return check_row<std::uint8_t>(stream, l, row);
-    case 2: return check_row<std::uint16_t>(stream, l, row);
-    case 4: return check_row<std::uint32_t>(stream, l, row);
-    default: return check_row<std::uint64_t>(stream, l, row);
+    case 1: return f.template operator()<std::uint8_t>();
+    case 2: return f.template operator()<std::uint16_t>();
+    case 4: return f.template operator()<std::uint32_t>();
+    default: return f.template operator()<std::uint64_t>();
   }
+}
+
+RowProblem row_problem(std::span<const std::byte> stream, const Layout& l, std::uint64_t row) {
+  return with_element_type(l, [&]<typename T>() {
+    GroupFields<T> fields;
+    return check_row<T>(stream, l, row, fields).problem;
+  });
 }
 
 Status corrupt(const std::string& call, const std::string& what) {
   return Status(ErrorCode::data_corrupt, call + ": " + what);
 }
 
-// The lowest index in [0, count) for which bad(i) holds, or count; over `threads`.
-template <typename Bad>
-std::uint64_t first_bad(std::uint64_t count, std::uint64_t per_task, unsigned threads, Bad bad) {
+// The lowest index in [0, count) for which bad(i, state) holds, or count; over `threads`, each
+// task with its own State (a cache of what consecutive indices share).
+template <typename State, typename Bad>
+std::uint64_t first_bad_with(std::uint64_t count, std::uint64_t per_task, unsigned threads,
+                             Bad bad) {
   const std::uint64_t tasks = pieces_of(count, per_task);
   std::vector<std::uint64_t> found(tasks, count);
   parallel_for(tasks, threads, [&](std::size_t task) {
+    State state;
     const std::uint64_t end = std::min(count, (task + 1) * per_task);
     for (std::uint64_t i = task * per_task; i < end; ++i) {
-      if (bad(i)) {
+      if (bad(i, state)) {
         found[task] = i;
         return;
       }
     }
   });
   return tasks == 0 ? count : *std::min_element(found.begin(), found.end());
+}
+// The same without state: bad(i).
+template <typename Bad>
+std::uint64_t first_bad(std::uint64_t count, std::uint64_t per_task, unsigned threads, Bad bad) {
+  struct None {};
+  return first_bad_with<None>(count, per_task, threads,
+                              [&bad](std::uint64_t i, None&) { return bad(i); });
 }
 
 Status validate_stream(std::span<const std::byte> stream, unsigned threads, Layout* layout_out) {
@@ -247,14 +319,17 @@ Status validate_stream(std::span<const std::byte> stream, unsigned threads, Layo
     return corrupt(call, "group " + std::to_string(bad_group) +
                              " has an invariant value with bits outside its mask");
   }
-  RowProblem problem = RowProblem::none;
-  const std::uint64_t bad_row = first_bad(l.rows, kRowsPerTask, workers, [&](std::uint64_t r) {
-    const CheckedRow row = check_row_any(stream, l, r);
-    // The first row of a group starts it.
-    return row.problem != RowProblem::none || (r % l.group_rows == 0 && row.offset_in_group != 0);
+  const std::uint64_t bad_row = with_element_type(l, [&]<typename T>() {
+    return first_bad_with<GroupFields<T>>(
+        l.rows, kRowsPerTask, workers, [&](std::uint64_t r, GroupFields<T>& fields) {
+          const CheckedRow row = check_row<T>(stream, l, r, fields);
+          // The first row of a group starts it.
+          return row.problem != RowProblem::none ||
+                 (r % l.group_rows == 0 && row.offset_in_group != 0);
+        });
   });
   if (bad_row < l.rows) {
-    problem = check_row_any(stream, l, bad_row).problem;
+    const RowProblem problem = row_problem(stream, l, bad_row);
     return corrupt(call, "row " + std::to_string(bad_row) + " (group " +
                              std::to_string(bad_row / l.group_rows) + "): " +
                              (problem == RowProblem::none ? "the first row of its group does not "
@@ -286,13 +361,20 @@ Result<Layout> reader_layout(std::span<const std::byte> stream, bool validated, 
 template <typename RowOf, typename OutAt>
 Status decode_list(std::span<const std::byte> stream, const Layout& l, std::uint64_t count,
                    unsigned threads, const char* call, RowOf row_of, OutAt out_at) {
-  const std::uint64_t bad = first_bad(count, kRowsPerTask, threads, [&](std::uint64_t i) {
-    return !decode_row_checked(stream, l, row_of(i), out_at(i));
+  const std::uint64_t bad = with_element_type(l, [&]<typename T>() {
+    return first_bad_with<GroupFields<T>>(
+        count, kRowsPerTask, threads, [&](std::uint64_t i, GroupFields<T>& fields) {
+          const std::uint64_t row = row_of(i);
+          const CheckedRow checked = check_row<T>(stream, l, row, fields);
+          if (checked.problem != RowProblem::none) return true;
+          decode_checked_row<T>(checked, l.row_elements_of(row), fields, out_at(i));
+          return false;
+        });
   });
   if (bad < count) {
     const std::uint64_t row = row_of(bad);
     return corrupt(call, "row " + std::to_string(row) + ": " +
-                             describe(check_row_any(stream, l, row).problem));
+                             describe(row_problem(stream, l, row)));
   }
   return ok_status();
 }

@@ -23,6 +23,16 @@ using ferry::detail::pieces_of;
 
 // Columns analysed together: their counters stay in L2.
 constexpr std::uint64_t kTileColumns = 1024;
+// 16-byte vectors of T (GCC's and Clang's vector extension: SSE2 / NEON, scalar code elsewhere):
+// the bit counts are written with them because -O2 does not vectorize the plain loop.
+template <typename T>
+struct Vector16;
+template <> struct Vector16<std::uint8_t> { typedef std::uint8_t type __attribute__((vector_size(16))); };
+template <> struct Vector16<std::uint16_t> { typedef std::uint16_t type __attribute__((vector_size(16))); };
+template <> struct Vector16<std::uint32_t> { typedef std::uint32_t type __attribute__((vector_size(16))); };
+template <> struct Vector16<std::uint64_t> { typedef std::uint64_t type __attribute__((vector_size(16))); };
+template <typename T>
+constexpr std::uint64_t kVectorLanes = 16 / sizeof(T);
 // Rows per range of a group analysed by one thread, at least.
 constexpr std::uint64_t kMinRowsPerPart = 512;
 // Rows per task of the row passes.
@@ -35,13 +45,14 @@ constexpr unsigned kBits = 8 * sizeof(T);
 template <typename T>
 constexpr T kLanes = static_cast<T>(static_cast<T>(~T{0}) / 0xffu);
 
-// The masks of one encoding: per group the R masks and R values, and each column's count of
-// variable bits (W - k).
+// The masks of one encoding: per group the R masks and R values, each column's count of
+// variable bits (W - k) and their field_shift (bits.hpp).
 template <typename T>
 struct Masks {
   std::vector<T> mask;
   std::vector<T> value;
   std::vector<std::uint8_t> variable_bits;
+  std::vector<std::uint8_t> variable_shift;
 };
 
 // ones[c x W + b] += how many rows of [row_begin, row_end) have bit b set in column c0 + c.
@@ -64,16 +75,22 @@ void count_ones(const std::byte* data, const Layout& l, std::uint64_t row_begin,
     std::fill(acc.begin(), acc.end(), T{0});
     pending = 0;
   };
+  using V = typename Vector16<T>::type;
   for (std::uint64_t r = row_begin; r < row_end; ++r) {
     const std::uint64_t n = l.row_elements_of(r);
     if (n <= c0) continue;
     const std::uint64_t cols = std::min(width, n - c0);
     std::memcpy(x.data(), data + (r * l.row_elements + c0) * sizeof(T), cols * sizeof(T));
-    for (unsigned j = 0; j < 8; ++j) {
-      T* a = acc.data() + j * kTileColumns;
-      const T* in = x.data();
-      for (std::uint64_t c = 0; c < cols; ++c) {
-        a[c] = static_cast<T>(a[c] + ((in[c] >> j) & kLanes<T>));
+    // Whole vectors: the tile's buffers are padded, the columns past the row count zeros.
+    std::fill(x.begin() + static_cast<std::ptrdiff_t>(cols), x.end(), T{0});
+    for (std::uint64_t c = 0; c < cols; c += kVectorLanes<T>) {
+      V v;
+      std::memcpy(&v, &x[c], sizeof(V));
+      for (unsigned j = 0; j < 8; ++j) {
+        V a;
+        std::memcpy(&a, &acc[j * kTileColumns + c], sizeof(V));
+        a += (v >> j) & kLanes<T>;
+        std::memcpy(&acc[j * kTileColumns + c], &a, sizeof(V));
       }
     }
     if (++pending == 255) flush();  // a byte lane counts up to 255
@@ -90,15 +107,42 @@ void order_bits(const std::uint32_t* ones, std::uint64_t n, T* majority, T* nest
   T v = 0;
   for (unsigned b = 0; b < W; ++b) {
     if (2 * std::uint64_t{ones[b]} > n) v = static_cast<T>(v | (T{1} << b));
-    const std::uint64_t agreement = std::max<std::uint64_t>(ones[b], n - ones[b]);
-    keys[b] = agreement << 8 | b;  // highest agreement first, then the higher bit
   }
-  std::sort(keys.begin(), keys.begin() + W, std::greater<>());
+  // Bits every element agrees on (agreement n) come first, from the highest; only the others need
+  // sorting (most bits of compressible data are constant, and this runs per column and group).
+  unsigned constant = 0;
+  for (unsigned b = W; b-- > 0;) {
+    if (ones[b] == 0 || ones[b] == n) keys[constant++] = std::uint64_t{n} << 8 | b;
+  }
+  unsigned varying = constant;
+  for (unsigned b = 0; b < W; ++b) {
+    if (ones[b] == 0 || ones[b] == n) continue;
+    const std::uint64_t agreement = std::max<std::uint64_t>(ones[b], n - ones[b]);
+    keys[varying++] = agreement << 8 | b;  // highest agreement first, then the higher bit
+  }
+  std::sort(keys.begin() + constant, keys.begin() + W, std::greater<>());
   *majority = v;
   nested[0] = 0;
   for (unsigned k = 0; k < W; ++k) {
     nested[k + 1] = static_cast<T>(nested[k] | (T{1} << (keys[k] & 0xffu)));
   }
+}
+
+// The largest k with (d & M_k) == 0, M = a column's nested masks M_0 .. M_W: a binary search
+// unrolled into selects (the outcome is data: branches would mispredict) over [0, W - 1], then
+// one step more for k = W.
+template <typename T>
+inline unsigned agreeing_prefix(T d, const T* m) {
+  constexpr unsigned W = kBits<T>;
+  const auto step = [&](unsigned k, unsigned size) { return (d & m[k + size]) == 0 ? k + size : k; };
+  unsigned k = 0;
+  if constexpr (W >= 64) k = step(k, 32);
+  if constexpr (W >= 32) k = step(k, 16);
+  if constexpr (W >= 16) k = step(k, 8);
+  k = step(k, 4);
+  k = step(k, 2);
+  k = step(k, 1);
+  return step(k, 1);
 }
 
 // hist[c x (W + 1) + k] += how many elements x of column c0 + c in rows [row_begin, row_end)
@@ -116,12 +160,7 @@ void count_agreement(const std::byte* data, const Layout& l, std::uint64_t row_b
     std::memcpy(x.data(), data + (r * l.row_elements + c0) * sizeof(T), cols * sizeof(T));
     for (std::uint64_t c = 0; c < cols; ++c) {
       const T d = static_cast<T>(x[c] ^ majority[c]);
-      const T* m = nested + c * (W + 1);
-      unsigned k = 0;
-      for (unsigned step = W; step != 0; step >>= 1) {
-        if (k + step <= W && (d & m[k + step]) == 0) k += step;
-      }
-      ++hist[c * (W + 1) + k];
+      ++hist[c * (W + 1) + agreeing_prefix<T>(d, nested + c * (W + 1))];
     }
   }
 }
@@ -222,6 +261,7 @@ void analyze_group(const std::byte* data, const Layout& l, std::uint64_t g, unsi
         masks.mask[at] = mask;
         masks.value[at] = static_cast<T>(majority[t * kTileColumns + c] & mask);
         masks.variable_bits[at] = static_cast<std::uint8_t>(W - k);
+        masks.variable_shift[at] = field_shift(static_cast<T>(~mask));
       }
     });
   }
@@ -255,7 +295,8 @@ std::uint32_t size_row(const std::byte* row, std::uint64_t n, const T* mask, con
 
 template <typename T>
 void write_row(const std::byte* row, std::uint64_t n, const T* mask, const T* value,
-               const std::uint8_t* variable_bits, RowMode mode, std::byte* out) {
+               const std::uint8_t* variable_bits, const std::uint8_t* variable_shift, RowMode mode,
+               std::byte* out) {
   constexpr unsigned W = kBits<T>;
   if (mode == RowMode::raw) {
     std::memcpy(out, row, n * sizeof(T));
@@ -266,7 +307,8 @@ void write_row(const std::byte* row, std::uint64_t n, const T* mask, const T* va
     BitWriter writer(out);
     for (std::uint64_t c = 0; c < n; ++c) {
       const T x = load<T>(row + c * sizeof(T));
-      writer.put(extract_bits(x, static_cast<T>(~mask[c])), variable_bits[c]);
+      writer.put(extract_field(x, static_cast<T>(~mask[c]), variable_bits[c], variable_shift[c]),
+                 variable_bits[c]);
     }
     writer.finish();
     return;
@@ -279,7 +321,8 @@ void write_row(const std::byte* row, std::uint64_t n, const T* mask, const T* va
     const bool match = (x & mask[c]) == value[c];
     word |= std::uint32_t{match} << (c % 32);
     if (match) {
-      writer.put(extract_bits(x, static_cast<T>(~mask[c])), variable_bits[c]);
+      writer.put(extract_field(x, static_cast<T>(~mask[c]), variable_bits[c], variable_shift[c]),
+                 variable_bits[c]);
     } else {
       writer.put(x, W);
     }
@@ -309,6 +352,7 @@ Result<Plan<T>> make_plan(std::span<const std::byte> data, const EncodeParams& p
   plan.masks.mask.assign(l.group_count * R, T{0});
   plan.masks.value.assign(l.group_count * R, T{0});
   plan.masks.variable_bits.assign(l.group_count * R, std::uint8_t{0});
+  plan.masks.variable_shift.assign(l.group_count * R, std::uint8_t{0});
   if (l.group_count >= threads) {
     parallel_for(l.group_count, threads,
                  [&](std::size_t g) { analyze_group<T>(data.data(), l, g, 1, plan.masks); });
@@ -373,7 +417,7 @@ void write_stream(std::span<const std::byte> data, Plan<T>& plan, std::span<std:
       const std::uint32_t entry = plan.row_table[r];
       write_row<T>(data.data() + r * R * sizeof(T), l.row_elements_of(r), &plan.masks.mask[at],
                    &plan.masks.value[at], &plan.masks.variable_bits[at],
-                   static_cast<RowMode>(entry & 3u),
+                   &plan.masks.variable_shift[at], static_cast<RowMode>(entry & 3u),
                    s + l.data_offset + plan.group_offsets[g] + (entry & ~3u));
     }
   });
