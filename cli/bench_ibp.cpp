@@ -270,8 +270,11 @@ Status measure_family(Bench& bench, const Family& family, Section& ratios, Secti
   FERRY_RETURN_IF_ERROR(bench.progress("ibp " + family.name + ": device decode"));
   IbpDecodeParams whole;
   whole.layout = layout;
-  IbpDecodeBuffers decode_buffers{.stream = encoded, .output = decoded, .status = encoded,
-                                  .status_offset = ibp::device_stream_bytes(stream.size()) - 8};
+  IbpDecodeBuffers decode_buffers;
+  decode_buffers.stream = encoded;
+  decode_buffers.output = decoded;
+  decode_buffers.status = encoded;
+  decode_buffers.status_offset = ibp::device_stream_bytes(stream.size()) - 8;
   FERRY_ASSIGN_OR_RETURN(const ListTiming decode_timing,
                          time_lists(compute, [&]() -> Result<CommandList> {
                            CommandList list;

@@ -8,6 +8,7 @@
 
 #include "device_io.hpp"
 #include "harness.hpp"
+#include "test_data.hpp"
 
 using ferry::Buffer;
 using ferry::BufferRef;
@@ -134,8 +135,10 @@ TEST_CASE("ibp transfer: a corrupt or mismatched stream is refused before anythi
     CHECK_ERROR(ferry::ibp::upload_decoded(upload_queue, compute, pool, tensor.stream,
                                            stream_buffer, small, 0, sync),
                 ErrorCode::out_of_range);
-    CHECK_ERROR(ferry::ibp::upload_decoded(upload_queue, compute, pool, tensor.stream, small, dst,
-                                           0, sync),
+    const Buffer short_stream = REQUIRE_VALUE(
+        t.device.create_buffer(ferry::ibp::device_stream_bytes(tensor.stream.size()) - 1));
+    CHECK_ERROR(ferry::ibp::upload_decoded(upload_queue, compute, pool, tensor.stream,
+                                           short_stream, dst, 0, sync),
                 ErrorCode::out_of_range);
     CHECK_ERROR(ferry::ibp::upload_decoded(upload_queue, compute, pool, tensor.stream,
                                            stream_buffer, dst, 2, sync),

@@ -8,6 +8,7 @@
 #include "ferry/element_type.hpp"
 #include "ferry/faults.hpp"
 #include "ferry/ibp.hpp"
+#include "ferry/ibp_transfer.hpp"
 #include "ferry/ingress.hpp"
 #include "ferry/ops/binary_quantize.hpp"
 #include "ferry/ops/fill.hpp"

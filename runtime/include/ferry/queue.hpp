@@ -30,6 +30,9 @@ struct OpRecorder;
 // Offsets given to commands are relative to the start of the buffer or lease.
 class BufferRef {
  public:
+  // Names nothing: every call that needs memory refuses it (ErrorCode::released). For optional
+  // bindings, such as ibp_decode's indices outside a gather.
+  BufferRef() = default;
   BufferRef(const Buffer& buffer);  // NOLINT: implicit by design
   BufferRef(const Lease& lease);    // NOLINT
 

@@ -115,9 +115,8 @@ Status record_decode(CommandList& commands, const Layout& layout, const BufferRe
   IbpDecodeBuffers buffers;
   buffers.stream = stream_buffer;
   buffers.output = dst;
-  FERRY_ASSIGN_OR_RETURN(buffers.output_offset,
-                         detail::checked_add(dst_offset, first_row * layout.row_elements *
-                                                             layout.element_size));
+  // Within dst_offset + the tensor's raw bytes, which check_output found inside dst.
+  buffers.output_offset = dst_offset + first_row * layout.row_elements * layout.element_size;
   buffers.status = stream_buffer;
   buffers.status_offset = device_stream_bytes(layout.stream_bytes) - 8;
   return ibp_decode(commands, buffers, params);
@@ -131,7 +130,7 @@ Status check_output(const Layout& layout, const BufferRef& dst, std::uint64_t ds
                       " is not a multiple of the element size " +
                       std::to_string(layout.element_size));
   }
-  if (!detail::range_within(dst_offset, layout.raw_bytes(), dst.size)) {
+  if (!ferry::detail::range_within(dst_offset, layout.raw_bytes(), dst.size)) {
     return Status(ErrorCode::out_of_range,
                   std::string(call) + ": the tensor's " + std::to_string(layout.raw_bytes()) +
                       " bytes from dst_offset " + std::to_string(dst_offset) +
@@ -195,7 +194,7 @@ Result<TimelinePoint> upload_pieces(const Queue& upload_queue, const Queue& comp
     if (Status status = step(); !status.ok()) {
       status.with_context(std::string(call) + ": piece " + std::to_string(i + 1) + " of " +
                           std::to_string(pieces.size()));
-      if (i > 0) detail::fail_points(sync.signal, status);
+      if (i > 0) ferry::detail::fail_points(sync.signal, status);
       return status;
     }
   }
@@ -230,7 +229,7 @@ Result<TimelinePoint> upload_decoded(const Queue& upload_queue, const Queue& com
                                      std::uint64_t dst_offset, const SubmitSync& sync,
                                      const CompressedTransferOptions& options) {
   static constexpr const char* kCall = "ferry::ibp::upload_decoded (pinned)";
-  Result<std::span<std::byte>> view = detail::host_view(pinned_stream);
+  Result<std::span<std::byte>> view = ferry::detail::host_view(pinned_stream);
   if (!view.ok()) return view.status().with_context(std::string(kCall) + ": pinned_stream");
   Result<Layout> layout = checked_layout(*view, options.validated, options.transfer.host_threads);
   if (!layout.ok()) return layout.status().with_context(kCall);
@@ -250,7 +249,7 @@ Result<TimelinePoint> decode_from_host(const Queue& compute_queue, const BufferR
                                        const CompressedTransferOptions& options) {
   static constexpr const char* kCall = "ferry::ibp::decode_from_host";
   FERRY_RETURN_IF_ERROR(check_queue(compute_queue, QueueKind::compute, kCall, "compute queue"));
-  Result<std::span<std::byte>> view = detail::host_view(pinned_stream);
+  Result<std::span<std::byte>> view = ferry::detail::host_view(pinned_stream);
   if (!view.ok()) return view.status().with_context(std::string(kCall) + ": pinned_stream");
   Result<Layout> layout = checked_layout(*view, options.validated, options.transfer.host_threads);
   if (!layout.ok()) return layout.status().with_context(kCall);
@@ -302,7 +301,7 @@ Result<std::vector<std::byte>> download_encoded(const Queue& compute_queue,
   };
   Result<std::vector<std::byte>> stream = rest();
   if (!stream.ok()) {
-    detail::fail_points(sync.signal, stream.status());
+    ferry::detail::fail_points(sync.signal, stream.status());
     return stream.status().with_context(kCall);
   }
   return stream;
@@ -321,6 +320,8 @@ Result<IngressTransform> decode_transform(const EncodeParams& shape, bool valida
   Result<Layout> worst = detail::layout_for(shape, 0);
   if (worst.ok()) worst = detail::layout_for(shape, detail::max_data_bytes(*worst));
   if (!worst.ok()) return worst.status().with_context(kCall);
+  std::byte header[kHeaderBytes];
+  worst->header_crc = detail::write_header(*worst, header);  // as read_layout would find it
   // The layout `inspect` read, for `record`, per producer thread (one per pipeline).
   struct Batches {
     std::mutex mutex;
