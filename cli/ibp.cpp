@@ -1,7 +1,7 @@
 // `ferry ibp encode|decode|inspect`: tensors in files (.npy of any dtype, 1-D or 2-D, or raw bytes
 // with --dtype and --shape) to IBP streams (docs/IBP_FORMAT.md) and back, and what a stream holds.
-// The work runs on the host codec (ferry/ibp.hpp); --backend names where it runs: the device ops
-// (ibp_encode / ibp_decode) plug in at run_encode / run_decode.
+// --backend says where the work runs: the host codec (ferry/ibp.hpp), or a device's ibp_encode /
+// ibp_decode ops (run_encode / run_decode).
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "ferry/ibp.hpp"
+#include "ferry/ferry.hpp"
 #include "options.hpp"
 #include "vector_files.hpp"
 
@@ -33,8 +33,8 @@ constexpr OptionSpec kThreadsOption = {.name = "--threads", .kind = OptionKind::
                                        .fallback = "0", .max = 1024};
 constexpr OptionSpec kIbpBackendOption = {
     .name = "--backend", .kind = OptionKind::choice, .metavar = "NAME",
-    .help = "where the codec runs: auto or cpu (the host codec); vulkan and cuda are refused "
-            "until the device ops are wired in",
+    .help = "where the codec runs: auto or cpu (the host codec), vulkan or cuda (the device's "
+            "ibp_encode / ibp_decode ops, the data crossing the bus)",
     .fallback = "auto", .choices = "auto,cpu,vulkan,cuda"};
 
 constexpr OptionSpec kEncodeOptions[] = {
@@ -50,8 +50,10 @@ constexpr OptionSpec kEncodeOptions[] = {
      .help = "raw input: its shape, N (1-D) or ROWSxCOLS (2-D)"},
     kThreadsOption,
     kIbpBackendOption,
+    kDeviceOption,
 };
-constexpr OptionSpec kDecodeOptions[] = {kOutOption, kThreadsOption, kIbpBackendOption};
+constexpr OptionSpec kDecodeOptions[] = {kOutOption, kThreadsOption, kIbpBackendOption,
+                                         kDeviceOption};
 constexpr OptionSpec kInspectOptions[] = {
     {.name = "--groups", .kind = OptionKind::count, .metavar = "N",
      .help = "groups listed, at most", .fallback = "20"},
@@ -125,28 +127,100 @@ bool is_npy(const fs::path& path) {
   return ext == ".npy";
 }
 
-// Where the codec runs. The device ops (ibp_encode, ibp_decode) plug in here: for vulkan and cuda
-// (and auto with a GPU), open the device, upload, record the op, download.
-Status check_backend(const Options& options) {
+// Where the codec runs: auto and cpu run the host codec (the data is on the host, and the CPU
+// backend's ops are that code); vulkan and cuda open that device and run the ibp_encode /
+// ibp_decode ops there, the data crossing the bus (compressed on the way out or in).
+bool on_device(const Options& options) {
   const std::string backend = options.text("--backend");
-  if (backend == "vulkan" || backend == "cuda") {
-    return Status(ErrorCode::unavailable, "--backend " + backend +
-                                              ": the device IBP ops are not wired into `ferry "
-                                              "ibp` yet; use --backend cpu (the host codec)");
+  return backend == "vulkan" || backend == "cuda";
+}
+
+Result<Device> open_device(const Options& options) {
+  const std::string backend = options.text("--backend");
+  const auto index = static_cast<int>(options.number("--device"));
+  Result<Device> device = Device::open(backend, index, device_options());
+  if (!device.ok()) {
+    return device.status().with_context("opening " + backend + " device " + std::to_string(index));
   }
-  return ok_status();
+  return device;
+}
+
+// The stream of `data` encoded by the device's ibp_encode. group_rows 0: every candidate of the
+// host encoder's automatic choice encoded on the device, the smallest kept (equal sizes: the
+// larger group), which is the host's choice and bytes.
+Result<std::vector<std::byte>> device_encode(const Options& options,
+                                             std::span<const std::byte> data,
+                                             const ibp::EncodeParams& params) {
+  FERRY_ASSIGN_OR_RETURN(Device device, open_device(options));
+  FERRY_ASSIGN_OR_RETURN(StagingPool upload_pool, device.create_staging_pool({}));
+  FERRY_ASSIGN_OR_RETURN(StagingPool readback_pool,
+                         device.create_staging_pool({.kind = MemoryKind::host_readback}));
+  FERRY_ASSIGN_OR_RETURN(Buffer tensor, device.create_buffer(data.size()));
+  FERRY_ASSIGN_OR_RETURN(TimelinePoint uploaded, upload(device.queue(QueueKind::upload),
+                                                        upload_pool, data, tensor, 0));
+  const std::uint64_t rows = (params.elements + params.row_elements - 1) / params.row_elements;
+  std::vector<std::uint32_t> candidates;
+  if (params.group_rows != 0) {
+    candidates.push_back(params.group_rows);
+  } else {
+    candidates.push_back(static_cast<std::uint32_t>(std::min<std::uint64_t>(rows, UINT32_MAX)));
+    for (std::uint32_t g : {65536u, 8192u, 1024u, 128u}) {
+      if (g < rows) candidates.push_back(g);
+    }
+  }
+  std::vector<std::byte> best;
+  for (std::uint32_t group_rows : candidates) {
+    ibp::EncodeParams fixed = params;
+    fixed.group_rows = group_rows;
+    FERRY_ASSIGN_OR_RETURN(const std::uint64_t largest, ibp::max_stream_bytes(fixed));
+    FERRY_ASSIGN_OR_RETURN(Buffer stream_buffer,
+                           device.create_buffer(ibp::device_stream_bytes(largest)));
+    SubmitSync after_upload;
+    after_upload.wait.push_back(uploaded);
+    FERRY_ASSIGN_OR_RETURN(std::vector<std::byte> stream,
+                           ibp::download_encoded(device.queue(QueueKind::compute),
+                                                 device.queue(QueueKind::download), readback_pool,
+                                                 tensor, 0, fixed, stream_buffer, after_upload));
+    if (best.empty() || stream.size() < best.size()) best = std::move(stream);
+  }
+  return best;
+}
+
+// The tensor of a validated `stream`, decoded by the device's ibp_decode after a compressed
+// upload.
+Status device_decode(const Options& options, std::span<const std::byte> stream,
+                     std::span<std::byte> out) {
+  FERRY_ASSIGN_OR_RETURN(Device device, open_device(options));
+  FERRY_ASSIGN_OR_RETURN(StagingPool upload_pool, device.create_staging_pool({}));
+  FERRY_ASSIGN_OR_RETURN(StagingPool readback_pool,
+                         device.create_staging_pool({.kind = MemoryKind::host_readback}));
+  FERRY_ASSIGN_OR_RETURN(Buffer stream_buffer,
+                         device.create_buffer(ibp::device_stream_bytes(stream.size())));
+  FERRY_ASSIGN_OR_RETURN(Buffer tensor, device.create_buffer(std::max<std::size_t>(out.size(), 1)));
+  ibp::CompressedTransferOptions transfer;
+  transfer.validated = true;  // run_decode validated it
+  FERRY_ASSIGN_OR_RETURN(TimelinePoint decoded,
+                         ibp::upload_decoded(device.queue(QueueKind::upload),
+                                             device.queue(QueueKind::compute), upload_pool, stream,
+                                             stream_buffer, tensor, 0, {}, transfer));
+  SubmitSync after_decode;
+  after_decode.wait.push_back(decoded);
+  return download(device.queue(QueueKind::download), readback_pool, tensor, 0, out, after_decode);
 }
 
 Result<std::vector<std::byte>> run_encode(const Options& options, std::span<const std::byte> data,
                                           const ibp::EncodeParams& params) {
-  FERRY_RETURN_IF_ERROR(check_backend(options));
+  if (on_device(options)) return device_encode(options, data, params);
   return ibp::encode(data, params);
 }
 
 Status run_decode(const Options& options, std::span<const std::byte> stream,
                   std::span<std::byte> out) {
-  FERRY_RETURN_IF_ERROR(check_backend(options));
-  return ibp::decode(stream, out, false, static_cast<unsigned>(options.number("--threads")));
+  const auto threads = static_cast<unsigned>(options.number("--threads"));
+  if (!on_device(options)) return ibp::decode(stream, out, false, threads);
+  // A corrupt file is found on the host, before anything goes to the device.
+  FERRY_RETURN_IF_ERROR(ibp::validate(stream, threads));
+  return device_decode(options, stream, out);
 }
 
 int encode_main(const Options& options, const std::string&) {

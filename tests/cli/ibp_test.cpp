@@ -51,6 +51,8 @@ std::vector<std::byte> random_bytes(std::mt19937_64& rng, std::uint64_t n, unsig
   return bytes;
 }
 
+std::string back_path(const ferry::test::TempDir& dir) { return (dir / "bad_back.npy").string(); }
+
 TEST_CASE("ferry ibp: .npy round trips are byte-identical") {
   ferry::test::TempDir dir("ferry-ibp-cli");
   std::mt19937_64 rng(14);
@@ -118,6 +120,47 @@ TEST_CASE("ferry ibp: raw files, and corrupt or truncated streams exit 1") {
   }
   const Ran truncated = ferry_ibp(dir, {"inspect", cut.string()});
   CHECK(truncated.err.find("truncated") != std::string::npos);
+}
+
+TEST_CASE("ferry ibp: --backend runs the device ops, with the host codec's bytes") {
+  // FERRY_IBP_BACKEND names the device (ctest: cli.ibp.vulkan); without it the CPU backend.
+  const char* env = std::getenv("FERRY_IBP_BACKEND");
+  const std::string backend = env != nullptr ? env : "cpu";
+  ferry::test::TempDir dir("ferry-ibp-cli");
+  std::mt19937_64 rng(16);
+  struct Case {
+    VectorElement element;
+    std::uint64_t rows, dims;
+    const char* group_rows;
+  };
+  const Case cases[] = {{VectorElement::int32, 300, 17, "0"}, {VectorElement::bfloat16, 7, 129, "3"},
+                        {VectorElement::int64, 1, 5000, "0"}};
+  int i = 0;
+  for (const Case& c : cases) {
+    CAPTURE(i);
+    const std::uint64_t bytes = c.rows * c.dims * ferry::vector_files::element_bytes(c.element);
+    const auto data = random_bytes(rng, bytes, 3);
+    ferry::vector_files::VectorView view{c.element, c.rows, c.dims, data,
+                                         static_cast<std::uint8_t>(c.rows == 1 ? 1 : 2)};
+    const fs::path in = dir / "in.npy", host = dir / "host.ibp", device = dir / "device.ibp",
+                   back = dir / "back.npy";
+    REQUIRE(ferry::vector_files::write_vectors(in, view).ok());
+    CHECK(ferry_ibp(dir, {"encode", in.string(), "-o", host.string(), "--group-rows",
+                          c.group_rows, "--backend", "cpu"}).exit == 0);
+    CHECK(ferry_ibp(dir, {"encode", in.string(), "-o", device.string(), "--group-rows",
+                          c.group_rows, "--backend", backend}).exit == 0);
+    CHECK(slurp(host) == slurp(device));
+    CHECK(ferry_ibp(dir, {"decode", host.string(), "-o", back.string(), "--backend", backend}).exit == 0);
+    CHECK(slurp(in) == slurp(back));
+    ++i;
+  }
+  // A corrupt stream never reaches the device.
+  std::string stream = slurp(dir / "host.ibp");
+  stream[stream.size() / 3] = static_cast<char>(stream[stream.size() / 3] ^ 1);
+  std::ofstream(dir / "bad.ibp", std::ios::binary).write(stream.data(), static_cast<std::streamsize>(stream.size()));
+  const Ran bad = ferry_ibp(dir, {"decode", (dir / "bad.ibp").string(), "-o", back_path(dir), "--backend", backend});
+  CHECK(bad.exit == 1);
+  CHECK(bad.err.find("data_corrupt") != std::string::npos);
 }
 
 }  // namespace
