@@ -179,14 +179,21 @@ Result<TimelinePoint> upload_pieces(const Queue& upload_queue, const Queue& comp
     if (!recorded.ok()) return recorded.with_context(call);
   }
   TimelinePoint decoded;
+  TimelinePoint landed;  // the last piece's bytes on the device
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     const bool last = i + 1 == pieces.size();
     auto step = [&]() -> Status {
-      SubmitSync piece_sync;
-      if (i == 0) piece_sync.wait = sync.wait;  // later pieces follow in queue order
-      FERRY_ASSIGN_OR_RETURN(TimelinePoint landed, send(pieces[i], piece_sync));
       SubmitSync decode_sync;
-      decode_sync.wait.push_back(landed);
+      if (pieces[i].end > pieces[i].begin) {
+        SubmitSync piece_sync;
+        if (i == 0) piece_sync.wait = sync.wait;  // later pieces follow in queue order
+        FERRY_ASSIGN_OR_RETURN(landed, send(pieces[i], piece_sync));
+        decode_sync.wait.push_back(landed);
+      } else if (landed.timeline) {
+        decode_sync.wait.push_back(landed);  // rows of no bytes (every bit invariant)
+      } else {
+        decode_sync.wait = sync.wait;
+      }
       if (last) decode_sync.signal = sync.signal;
       FERRY_ASSIGN_OR_RETURN(decoded, compute_queue.submit(std::move(decodes[i]), decode_sync));
       return ok_status();

@@ -111,21 +111,28 @@ Result<IbpEncodePlan> plan_ibp_encode(const IbpEncodeArgs& args, std::uint64_t s
 
   const std::optional<std::uint64_t> group_bytes = detail::checked_mul(
       args.row_elements, std::uint64_t{ibp_record_words(args.bits())} * 4);
-  const std::uint64_t needed = group_bytes ? *group_bytes + scan_bytes : 0;
-  if (!group_bytes || needed > scratch_budget) {
+  // One group's records padded to the scan's 8-byte boundary, then the scan.
+  const bool representable = group_bytes && *group_bytes < (std::uint64_t{1} << 62);
+  const std::uint64_t needed = representable ? (*group_bytes + 7) / 8 * 8 + scan_bytes : 0;
+  if (!representable || needed > scratch_budget) {
     return Status(ErrorCode::resource_exhausted,
                   std::string(call) + ": rows of " + std::to_string(args.row_elements) +
                       " elements need " +
-                      (group_bytes ? std::to_string(needed) : std::string("over 2^64")) +
+                      (representable ? std::to_string(needed) : std::string("over 2^62")) +
                       " bytes of scratch memory; the device's scratch slabs hold " +
                       std::to_string(scratch_budget) +
                       " (DeviceOptions::scratch_slab_bytes): encode shorter rows");
   }
   // A few MiB per command, so that commands recorded together share the scratch slabs.
   const std::uint64_t budget = std::min(scratch_budget, std::max(kIbpScratchTarget, needed));
+  // The scan's 64-bit sums follow the 32-bit records on an 8-byte boundary (a GPU's 64-bit loads
+  // and stores need it). A backend re-plans with the scratch it got as the budget and must find
+  // the same batch: group records are at least 8 bytes, so that padding never adds a group.
+  const auto padded = [&](std::uint64_t groups) { return (groups * *group_bytes + 7) / 8 * 8; };
   plan.batch_groups =
       std::clamp<std::uint64_t>((budget - scan_bytes) / *group_bytes, 1, args.group_count);
-  plan.record_bytes = plan.batch_groups * *group_bytes;
+  if (plan.batch_groups > 1 && padded(plan.batch_groups) + scan_bytes > budget) --plan.batch_groups;
+  plan.record_bytes = padded(plan.batch_groups);
   for (std::uint64_t& offset : plan.scan_offsets) offset += plan.record_bytes;
   plan.data_bytes_offset = plan.record_bytes + scan_bytes - 8;
   plan.scratch_bytes = plan.record_bytes + scan_bytes;
