@@ -30,10 +30,10 @@ constexpr OptionSpec kOptions[] = {
     {.name = "--bytes", .kind = OptionKind::size, .metavar = "SIZE",
      .help = "raw bytes per tensor (rounded down to whole rows)", .fallback = "256M",
      .quick = "4M", .min = 65536},
-    {.name = "--group-rows", .kind = OptionKind::sizes, .metavar = "LIST",
-     .help = "group sizes whose ratios are listed (0: every row in one group); the device runs "
-             "use the size the host encoder's automatic choice picked",
-     .fallback = "0,8192,1024,128"},
+    {.name = "--group-rows", .kind = OptionKind::text, .metavar = "LIST",
+     .help = "comma-separated group sizes whose ratios are listed ('all': every row in one "
+             "group); the device runs use the size the host encoder's automatic choice picked",
+     .fallback = "all,8192,1024,128"},
     {.name = "--min-time-ms", .kind = OptionKind::count, .metavar = "N",
      .help = "time measured per figure, after a warm-up", .fallback = "300", .quick = "20",
      .max = 3'600'000},
@@ -160,6 +160,15 @@ std::vector<std::byte> make_tensor(const Family& family, std::uint64_t elements)
   return data;
 }
 
+// --group-rows: 0 for 'all'. run() checked the list.
+std::vector<std::uint64_t> group_sizes(const Options& options) {
+  std::vector<std::uint64_t> sizes;
+  for (const std::string& item : options.list("--group-rows")) {
+    sizes.push_back(item == "all" ? 0 : std::stoull(item));
+  }
+  return sizes;
+}
+
 ibp::EncodeParams encode_params(const Family& family, std::uint64_t elements,
                                 std::uint32_t group_rows) {
   ibp::EncodeParams params;
@@ -209,7 +218,7 @@ Status measure_family(Bench& bench, const Family& family, Section& ratios, Secti
   FamilyResult result{.name = family.name, .raw = raw};
   result.published_ratio = static_cast<double>(raw) / static_cast<double>(published.bytes);
   std::vector<Value> row = {family.name, raw, result.published_ratio, published.threshold};
-  for (std::uint64_t g : bench.options.sizes("--group-rows")) {
+  for (std::uint64_t g : group_sizes(bench.options)) {
     const auto group_rows = static_cast<std::uint32_t>(
         g == 0 || g > rows ? std::min<std::uint64_t>(rows, UINT32_MAX) : g);
     Result<std::vector<std::byte>> stream = ibp::encode(tensor, encode_params(family, elements, group_rows));
@@ -358,7 +367,7 @@ Status measure(Bench& bench) {
   ratios.columns = {{"family", "family", Unit::text}, {"raw", "raw_bytes", Unit::bytes},
                     {"published", "published_ratio", Unit::ratio},
                     {"threshold", "published_threshold", Unit::number}};
-  for (std::uint64_t g : bench.options.sizes("--group-rows")) {
+  for (std::uint64_t g : group_sizes(bench.options)) {
     const std::string name = g == 0 ? "one group" : "G=" + std::to_string(g);
     ratios.columns.push_back({name, "ratio_g" + std::to_string(g), Unit::ratio});
   }
@@ -396,13 +405,20 @@ Status measure(Bench& bench) {
       Status status = measure_family(bench, family, ratios, speeds);
       if (!status.ok()) return status.with_context("ibp " + family.name);
       measured = measured || speeds.rows.size() > before;
-      bench.publish();
     }
   }
   return bench.end_skipped(!measured);
 }
 
 int run(const Options& options, const std::string& command_line) {
+  for (const std::string& item : options.list("--group-rows")) {
+    const bool number = !item.empty() && item.size() < 11 &&
+                        item.find_first_not_of("0123456789") == std::string::npos &&
+                        std::stoull(item) >= 1 && std::stoull(item) <= UINT32_MAX;
+    if (item != "all" && !number) {
+      return usage_error("bench ibp: --group-rows " + item + ": 'all' or 1 to 4294967295");
+    }
+  }
   return run_bench(options, command_line, "ferry bench ibp",
                    {QueueKind::compute, QueueKind::upload, QueueKind::download}, false, measure);
 }
