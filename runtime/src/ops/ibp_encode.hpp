@@ -56,7 +56,7 @@ void run_on_cpu(const IbpEncodeArgs& args, std::span<const std::span<std::byte>>
 inline constexpr std::uint32_t kIbpWorkgroupSize = 256;
 inline constexpr std::uint32_t kIbpSliceRows = 255;   // counts fit 8 bits
 inline constexpr std::uint32_t kIbpScanBlock = 1024;  // rows (or sums) per scan workgroup
-inline constexpr std::uint64_t kIbpScratchTarget = 16ull << 20;  // per command, when possible
+inline constexpr std::uint64_t kIbpScratchTarget = 4ull << 20;  // per command, when possible
 
 // A column's record in scratch, in 32-bit words, for W-bit elements: ones[W], hist[W + 1],
 // majority value (2 words), mask (2), value (2), each bit's rank (a byte per bit).
