@@ -97,9 +97,8 @@ std::vector<Piece> plan_pieces(std::span<const std::byte> stream, const Layout& 
   return pieces;
 }
 
-Status check_queue(const Queue& queue, QueueKind kind, const char* call, const char* name) {
+Status check_queue(const Queue& queue, const char* call, const char* name) {
   if (!queue) return Status(ErrorCode::released, std::string(call) + ": no " + name);
-  (void)kind;
   return ok_status();
 }
 
@@ -162,8 +161,8 @@ Result<TimelinePoint> upload_pieces(const Queue& upload_queue, const Queue& comp
                                     std::uint64_t dst_offset, const SubmitSync& sync,
                                     const CompressedTransferOptions& options,
                                     const SendPiece& send, const char* call) {
-  FERRY_RETURN_IF_ERROR(check_queue(upload_queue, QueueKind::upload, call, "upload queue"));
-  FERRY_RETURN_IF_ERROR(check_queue(compute_queue, QueueKind::compute, call, "compute queue"));
+  FERRY_RETURN_IF_ERROR(check_queue(upload_queue, call, "upload queue"));
+  FERRY_RETURN_IF_ERROR(check_queue(compute_queue, call, "compute queue"));
   FERRY_RETURN_IF_ERROR(check_stream_buffer(layout, stream_buffer, call));
   FERRY_RETURN_IF_ERROR(check_output(layout, dst, dst_offset, call));
   if (options.piece_bytes == 0) {
@@ -255,7 +254,7 @@ Result<TimelinePoint> decode_from_host(const Queue& compute_queue, const BufferR
                                        const SubmitSync& sync,
                                        const CompressedTransferOptions& options) {
   static constexpr const char* kCall = "ferry::ibp::decode_from_host";
-  FERRY_RETURN_IF_ERROR(check_queue(compute_queue, QueueKind::compute, kCall, "compute queue"));
+  FERRY_RETURN_IF_ERROR(check_queue(compute_queue, kCall, "compute queue"));
   Result<std::span<std::byte>> view = ferry::detail::host_view(pinned_stream);
   if (!view.ok()) return view.status().with_context(std::string(kCall) + ": pinned_stream");
   Result<Layout> layout = checked_layout(*view, options.validated, options.transfer.host_threads);
@@ -278,8 +277,8 @@ Result<std::vector<std::byte>> download_encoded(const Queue& compute_queue,
                                                 const SubmitSync& sync,
                                                 const TransferOptions& transfer) {
   static constexpr const char* kCall = "ferry::ibp::download_encoded";
-  FERRY_RETURN_IF_ERROR(check_queue(compute_queue, QueueKind::compute, kCall, "compute queue"));
-  FERRY_RETURN_IF_ERROR(check_queue(download_queue, QueueKind::download, kCall, "download queue"));
+  FERRY_RETURN_IF_ERROR(check_queue(compute_queue, kCall, "compute queue"));
+  FERRY_RETURN_IF_ERROR(check_queue(download_queue, kCall, "download queue"));
   CommandList encode;
   IbpEncodeBuffers buffers;
   buffers.input = src;
