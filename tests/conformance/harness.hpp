@@ -13,6 +13,9 @@
 // subcase that produced it, with the messages printed.
 #pragma once
 
+#include <cstdlib>
+#include <string_view>
+
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -68,6 +71,13 @@ void for_each_backend(std::initializer_list<std::string_view> ops, const Backend
 
 // The run's base seed (FERRY_TEST_SEED or random), printed to stderr on first use.
 std::uint64_t base_seed();
+
+// Whether this run samples its largest sweeps (FERRY_TEST_LIGHT set and not 0: the sanitizer
+// presets, which check memory and threads, not semantics the ci preset covers in full).
+inline bool light_run() {
+  const char* light = std::getenv("FERRY_TEST_LIGHT");
+  return light != nullptr && light[0] != '\0' && std::string_view(light) != "0";
+}
 
 // Pool options for tests: small slabs so tests stay light and limits are easy to reach.
 inline ferry::StagingPoolOptions small_pool(ferry::MemoryKind kind = ferry::MemoryKind::host_upload,

@@ -244,6 +244,8 @@ TEST_CASE("ibp_decode: decode(encode(x)) == x for every element size, group size
     for (const unsigned size : {1u, 2u, 4u, 8u}) {
       for (const Shape& shape : shapes) {
         for (const Family family : families) {
+          if (ferry_test::light_run() && (size + static_cast<unsigned>(family)) % 2 != 0)
+            continue;  // half the sweep under the sanitizers
           INFO(describe(size, shape, family));
           const std::vector<std::byte> tensor = make_tensor(t.rng, family, size, shape.elements);
           const std::vector<std::byte> stream = encode(tensor, size, shape);

@@ -150,6 +150,8 @@ TEST_CASE("ibp_encode: every element size, family and group size writes the host
         const std::uint64_t rows = ferry_test::uniform(t.rng, 1, 60);
         const std::uint64_t elements = rows * row_elements - ferry_test::uniform(t.rng, 0, row_elements - 1);
         for (const std::uint32_t group_rows : {1u, 3u, 128u, static_cast<std::uint32_t>(rows)}) {
+          if (ferry_test::light_run() && (es + group_rows + static_cast<unsigned>(family)) % 2 != 0)
+            continue;  // half the sweep under the sanitizers
           Case c = make_case(es, row_elements, elements, group_rows, family);
           c.input_offset = ferry_test::uniform(t.rng, 0, 3) * es;
           c.stream_offset = ferry_test::uniform(t.rng, 0, 2) * 8;
