@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/run_program.hpp"
 #include "common/temp_dir.hpp"
 #include "vector_files.hpp"
 
@@ -22,26 +23,12 @@ namespace {
 namespace fs = std::filesystem;
 using ferry::vector_files::VectorElement;
 
-struct Ran {
-  int exit = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-}
+using ferry::test::Ran;
+using ferry::test::slurp;
 
 Ran ferry_ibp(const ferry::test::TempDir& dir, const std::vector<std::string>& args) {
-  std::string command = "'" FERRY_PROGRAM "' ibp";
-  for (const std::string& arg : args) command += " '" + arg + "'";
-  command += " > '" + (dir / "stdout").string() + "' 2> '" + (dir / "stderr").string() + "'";
-  const int status = std::system(command.c_str());
-  Ran ran;
-  ran.exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  ran.out = slurp(dir / "stdout");
-  ran.err = slurp(dir / "stderr");
-  INFO("command: ", command, "\nstdout: ", ran.out, "\nstderr: ", ran.err);
+  const Ran ran = ferry::test::run_program(dir, "'" FERRY_PROGRAM "' ibp", args);
+  INFO("ferry ibp: stdout: ", ran.out, "\nstderr: ", ran.err);
   return ran;
 }
 
