@@ -14,23 +14,12 @@
 #include "core/state.hpp"
 #include "ferry/ops/ibp_decode.hpp"
 #include "ferry/ops/ibp_encode.hpp"
+#include "ibp/bits.hpp"
 #include "ibp/stream.hpp"
 
 namespace ferry::ibp {
 
 namespace {
-
-std::uint64_t load_u64(std::span<const std::byte> bytes, std::uint64_t offset) {
-  std::uint64_t value = 0;
-  std::memcpy(&value, bytes.data() + offset, sizeof value);
-  return value;
-}
-
-std::uint32_t load_u32(std::span<const std::byte> bytes, std::uint64_t offset) {
-  std::uint32_t value = 0;
-  std::memcpy(&value, bytes.data() + offset, sizeof value);
-  return value;
-}
 
 // The stream's bytes a device needs to decode it: the tables and the row data, not the
 // checksum table.
@@ -64,8 +53,11 @@ std::uint64_t row_position(std::span<const std::byte> stream, const Layout& layo
                            std::uint64_t row) {
   const std::uint64_t end = decoded_prefix(layout);
   if (row >= layout.rows) return end;
-  const std::uint64_t group = load_u64(stream, layout.group_table_offset + 8 * (row / layout.group_rows));
-  const std::uint64_t entry = load_u32(stream, layout.row_table_offset + 4 * row) & ~std::uint64_t{3};
+  const std::byte* tables = stream.data();
+  const std::uint64_t group =
+      detail::load<std::uint64_t>(tables + layout.group_table_offset + 8 * (row / layout.group_rows));
+  const std::uint64_t entry =
+      detail::load<std::uint32_t>(tables + layout.row_table_offset + 4 * row) & ~std::uint64_t{3};
   const std::uint64_t within = std::min(group, layout.data_bytes);
   return layout.data_offset + std::min(within + entry, layout.data_bytes);
 }
