@@ -74,14 +74,21 @@ namespace {
 
 // Records the transform (user code when it is not one of ferry's): an exception it throws becomes
 // an error of the call, never the end of the process.
-Status record_transform(const IngressTransform& transform, CommandList& commands,
-                        const BufferRef& input, const BufferRef& output) {
+// Calls one of the transform's callbacks (user code on ferry's thread): an exception it throws
+// becomes an error of the batch.
+template <typename Call>
+auto guarded(const IngressTransform& transform, const Call& call) -> decltype(call()) {
   try {
-    return transform.record(commands, input, output);
+    return call();
   } catch (...) {
     return Status(ErrorCode::internal, "the transform '" + transform.name +
                                            "' threw: " + detail::current_exception_text());
   }
+}
+
+Status record_transform(const IngressTransform& transform, CommandList& commands,
+                        const BufferRef& input, const BufferRef& output) {
+  return guarded(transform, [&] { return transform.record(commands, input, output); });
 }
 
 // What an empty batch or pipeline hands out.
@@ -227,13 +234,7 @@ struct IngressPipeline::State {
       FERRY_ASSIGN_OR_RETURN(view, detail::host_view(*pinned, host.pinned_offset()));
     }
     view = view.first(std::min<std::uint64_t>(view.size(), transform.input_bytes));
-    Result<std::uint64_t> bytes = Status(ErrorCode::internal, "");
-    try {
-      bytes = transform.inspect(view);
-    } catch (...) {
-      return Status(ErrorCode::internal, "the transform '" + transform.name +
-                                             "' threw: " + detail::current_exception_text());
-    }
+    Result<std::uint64_t> bytes = guarded(transform, [&] { return transform.inspect(view); });
     if (bytes.ok() && (*bytes == 0 || *bytes > view.size())) {
       return Status(ErrorCode::internal, "the transform '" + transform.name + "' asked for " +
                                              std::to_string(*bytes) + " of the batch's " +
