@@ -1,15 +1,23 @@
 // The ibp_decode kernel (ops::IbpDecodeArgs): rows of an IBP stream (docs/IBP_FORMAT.md) back
-// into their elements, the algorithm of runtime/src/ops/ibp_decode.hpp. One warp per item
-// (several per block, a grid stride apart), one instantiation per element size.
+// into their elements, the algorithm of runtime/src/ops/ibp_decode.hpp. One instantiation per
+// element size.
 //
-// Per chunk of 32 x kPer elements (lane l: elements kPer l .. kPer l + kPer - 1 of it, kPer = 1
-// for 4- and 8-byte elements, a word's worth for narrower ones): the lane's masks and values
-// (read through the read-only cache: the rows of a group share them), its fields' lengths, a warp
-// prefix sum of the lanes' bits, the fields read as the 32-bit words they lie in (clamped to the
-// row's stored end), pdep over the masks' runs of zeros. Narrow elements are stored as the
-// lane's word when the item's output starts on a word. Raw rows are word copies. A row whose length is not exactly its
-// stored one is rewritten with zeros by the same lanes after a __syncwarp.
+// A row is decoded chunk by chunk (32 x kPer elements: lane l takes elements kPer l .. kPer l +
+// kPer - 1, kPer = 1 for 4- and 8-byte elements, a word's worth for narrower ones): per chunk a
+// warp prefix sum of the lanes' field lengths (the bitmap and the masks say them), each field
+// read from the two (three for 8-byte elements) 32-bit words it lies in and deposited into the
+// free bits of its column's mask. Arithmetic is 32-bit for elements of up to 4 bytes; raw rows
+// (mode 2) take the same path with every element unmatched.
+//
+// Items are rows (or gather slots). When there are many, a warp decodes an item alone in one
+// pass, every read checked against the row's end, and compares the row's length at the end (a
+// wrong one: the row is rewritten with zeros). When they are few (a piece of a staged upload, a
+// range), a team of 2, 4 or 8 warps of a block takes each item, one segment of its chunks per
+// warp: A. each warp sums its segment's field lengths; one block barrier shares the sums, which
+// give each segment its first bit and the row its length, checked before anything is stored;
+// B. each warp decodes its segment.
 #include <cstdint>
+#include <type_traits>
 
 #include "../kernels/launch.hpp"
 #include "ibp_decode_launch.hpp"
@@ -28,217 +36,407 @@ template <> struct Element<2> { using type = std::uint16_t; };
 template <> struct Element<4> { using type = std::uint32_t; };
 template <> struct Element<8> { using type = std::uint64_t; };
 
-__device__ __forceinline__ std::uint64_t low_bits(unsigned bits) {
-  return bits >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+// Elements per lane and chunk: a word's worth of narrow elements, else one.
+template <typename T> constexpr unsigned kPer = sizeof(T) < 4 ? 4 / sizeof(T) : 1;
+// The arithmetic type of an element's bits.
+template <typename T>
+using Bits = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+
+template <typename B> __device__ __forceinline__ B low_bits(unsigned bits) {
+  return bits >= 8 * sizeof(B) ? ~B{0} : (B{1} << bits) - 1;
+}
+
+template <typename B> __device__ __forceinline__ unsigned lowest_set(B x) {
+  if constexpr (sizeof(B) == 8) {
+    return __ffsll(static_cast<long long>(x)) - 1;
+  } else {
+    return __ffs(static_cast<int>(x)) - 1;
+  }
 }
 
 // pdep: the low bits of `source` deposited, lowest first, into the set bits of `free`, a run of
-// set bits at a time (masks leave few runs).
-__device__ __forceinline__ std::uint64_t deposit(std::uint64_t source, std::uint64_t free) {
-  std::uint64_t result = 0;
+// set bits at a time (masks leave few runs; most leave one, from bit 0).
+template <typename B> __device__ __forceinline__ B deposit(B source, B free) {
+  if ((free & (free + 1)) == 0) return source & free;  // one run from bit 0 (or none)
+  B result = 0;
   while (free != 0) {
-    const unsigned low = __ffsll(static_cast<long long>(free)) - 1;
-    const std::uint64_t above = free >> low;
-    const unsigned run =
-        ~above == 0 ? 64 - low : __ffsll(static_cast<long long>(~above)) - 1;
-    result |= (source & low_bits(run)) << low;
-    source = run >= 64 ? 0 : source >> run;
-    free &= ~(low_bits(run) << low);
+    const unsigned low = lowest_set(free);
+    const B above = free >> low;
+    const unsigned run = ~above == 0 ? 8 * sizeof(B) - low : lowest_set(B(~above));
+    result |= (source & low_bits<B>(run)) << low;
+    source = run >= 8 * sizeof(B) ? 0 : source >> run;
+    free &= ~(low_bits<B>(run) << low);
   }
   return result;
 }
 
-// Word w of a row of `words` stored words, 0 past them.
-__device__ __forceinline__ std::uint32_t row_word(const std::uint32_t* row, std::uint64_t words,
-                                                  std::uint64_t w) {
-  return w < words ? __ldg(row + w) : 0u;
-}
-
-// Stores element x of each lane below `count` at out[lane] (T elements); for narrow elements,
-// when out is word-aligned, lanes first gather whole words by shuffles. Every lane calls it.
-template <typename T>
-__device__ __forceinline__ void store_chunk(T* out, unsigned count, T x, unsigned lane) {
-  if constexpr (sizeof(T) < 4) {
-    constexpr unsigned kPer = 4 / sizeof(T);
-    if ((reinterpret_cast<std::uintptr_t>(out) & 3) == 0) {
-      std::uint32_t word = 0;
+__device__ __forceinline__ std::uint64_t warp_sum(std::uint64_t x) {
 #pragma unroll
-      for (unsigned k = 0; k < kPer; ++k) {
-        const T part = __shfl_sync(kFull, x, (lane * kPer + k) & 31);
-        word |= std::uint32_t{part} << (8 * sizeof(T) * k);
-      }
-      const unsigned first = lane * kPer;
-      if (first + kPer <= count) {
-        reinterpret_cast<std::uint32_t*>(out)[lane] = word;
-      } else {
-        for (unsigned k = 0; first + k < count; ++k) {
-          out[first + k] = static_cast<T>(word >> (8 * sizeof(T) * k));
-        }
-      }
-      return;
-    }
+  for (unsigned step = 16; step != 0; step >>= 1) x += __shfl_xor_sync(kFull, x, step);
+  return x;
+}
+
+// What a team knows of its item's row.
+template <typename T> struct Row {
+  const std::uint32_t* words = nullptr;  // the row's stored words
+  std::uint64_t word_count = 0;
+  std::uint64_t n = 0;                   // elements
+  unsigned mode = 0;
+  const T* masks = nullptr;              // the group's masks, then its values
+  const T* values = nullptr;
+  bool values_aligned = false;           // narrow elements: values start on a word
+};
+
+// The lane's `mine` (<= kPer) elements from p (T-aligned; word-aligned when `aligned`), packed
+// low first; zeros past them.
+template <typename T>
+__device__ __forceinline__ Bits<T> load_lane(const T* p, unsigned mine, bool aligned) {
+  if constexpr (kPer<T> > 1) {
+    if (aligned && mine == kPer<T>) return __ldg(reinterpret_cast<const std::uint32_t*>(p));
+    std::uint32_t word = 0;
+    for (unsigned k = 0; k < mine; ++k) word |= std::uint32_t{__ldg(p + k)} << (8 * sizeof(T) * k);
+    return word;
+  } else {
+    return mine != 0 ? Bits<T>{__ldg(p)} : Bits<T>{0};
   }
-  if (lane < count) out[lane] = x;
+}
+
+template <typename T> __device__ __forceinline__ Bits<T> part(Bits<T> packed, unsigned k) {
+  return kPer<T> > 1 ? (packed >> (8 * sizeof(T) * k)) & low_bits<Bits<T>>(8 * sizeof(T)) : packed;
+}
+
+template <typename B> __device__ __forceinline__ unsigned popcount(B x) {
+  if constexpr (sizeof(B) == 8) {
+    return __popcll(x);
+  } else {
+    return __popc(x);
+  }
+}
+
+// A lane's place in a row, a chunk at a time: its first element's mask, value, output and
+// bitmap word (mode 0; the caller checked that the row holds its bitmap), and the elements left
+// from the chunk's first.
+template <typename T> struct Cursor {
+  const std::uint32_t* bitmap;
+  const T* masks;
+  const T* values;
+  T* out;
+  std::uint64_t remaining;
+
+  __device__ Cursor(const Row<T>& r, std::uint64_t chunk, T* row_out, unsigned lane) {
+    const std::uint64_t first = chunk * 32 * kPer<T> + kPer<T> * lane;
+    bitmap = r.words + first / 32;
+    masks = r.masks + first;
+    values = r.values + first;
+    out = row_out + first;
+    remaining = r.n - chunk * 32 * kPer<T>;
+  }
+  __device__ void next() {
+    bitmap += kPer<T>;
+    masks += 32 * kPer<T>;
+    values += 32 * kPer<T>;
+    out += 32 * kPer<T>;
+    remaining -= 32 * kPer<T>;
+  }
+};
+
+// The lane's share of the cursor's chunk: how many of its elements, their matched bits (bit k:
+// element k), their masks packed.
+template <typename T> struct LaneShare {
+  unsigned mine;
+  std::uint32_t matched;
+  Bits<T> masks;
+};
+
+template <typename T>
+__device__ __forceinline__ LaneShare<T> lane_share(const Row<T>& r, const Cursor<T>& c, unsigned lane) {
+  LaneShare<T> s;
+  const unsigned first = kPer<T> * lane;
+  const unsigned count = c.remaining < 32 * kPer<T> ? static_cast<unsigned>(c.remaining) : 32 * kPer<T>;
+  s.mine = first >= count ? 0 : min(kPer<T>, count - first);
+  const std::uint32_t in_row = (1u << s.mine) - 1;
+  if (r.mode == 0) {
+    s.matched = s.mine != 0 ? (__ldg(c.bitmap) >> (first % 32)) & in_row : 0;
+  } else {
+    s.matched = r.mode == 1 ? in_row : 0;
+  }
+  s.masks = r.mode != 2 ? load_lane<T>(c.masks, s.mine, true) : Bits<T>{0};
+  return s;
 }
 
 template <typename T>
-__device__ void zero_elements(T* out, std::uint64_t begin, std::uint64_t end, unsigned lane) {
-  for (std::uint64_t c = begin; c < end; c += 32) {
-    store_chunk<T>(out + c, static_cast<unsigned>(end - c < 32 ? end - c : 32), T{0}, lane);
-  }
-}
-
-// Decodes a mode 0 / 1 / 2 row of n elements into out; false when its bits (padded to 4 bytes)
-// are not exactly `bytes`.
-template <typename T>
-__device__ bool decode_row(const IbpDecodeKernelArgs& a, const std::uint32_t* row,
-                           std::uint64_t bytes, unsigned mode, const T* masks, const T* values,
-                           std::uint64_t n, T* out, unsigned lane) {
+__device__ __forceinline__ unsigned field_length(const LaneShare<T>& s, unsigned k) {
   constexpr unsigned kWidth = 8 * sizeof(T);
-  const std::uint64_t words = bytes / 4;
-  if (mode == 2) {
-    // Raw: the row's bytes as they were.
-    const std::uint64_t raw = (n * sizeof(T) + 3) / 4 * 4;
-    if (raw != bytes) return false;
-    if ((reinterpret_cast<std::uintptr_t>(out) & 3) == 0) {
-      const std::uint64_t whole = n * sizeof(T) / 4;
-      auto* out_words = reinterpret_cast<std::uint32_t*>(out);
-      for (std::uint64_t w = lane; w < whole; w += 32) out_words[w] = __ldg(row + w);
-      const std::uint64_t tail = n * sizeof(T) - whole * 4;  // narrow elements only
-      if (lane == 0 && tail != 0) {
-        const std::uint32_t last = __ldg(row + whole);
-        auto* tail_out = reinterpret_cast<unsigned char*>(out_words + whole);
-        for (unsigned b = 0; b < tail; ++b) tail_out[b] = static_cast<unsigned char>(last >> (8 * b));
-      }
-    } else {
-      const T* elements = reinterpret_cast<const T*>(row);  // 4-byte aligned: T's alignment
-      for (std::uint64_t c = lane; c < n; c += 32) out[c] = elements[c];
-    }
-    return true;
-  }
-  // A lane takes kPer consecutive elements (a word of them for narrow elements), so that a lane
-  // stores whole words and one scan serves kPer elements; the lane's bitmap bits lie in one word.
-  constexpr unsigned kPer = sizeof(T) < 4 ? 4 / sizeof(T) : 1;
-  const bool word_stores = (reinterpret_cast<std::uintptr_t>(out) & 3) == 0;
-  std::uint64_t base = mode == 0 ? (n + 31) / 32 * 32 : 0;  // bit of the chunk's first field
-  for (std::uint64_t c0 = 0; c0 < n; c0 += 32 * kPer) {
-    const std::uint64_t first_c = c0 + kPer * lane;
-    const unsigned mine = first_c >= n ? 0 : static_cast<unsigned>(n - first_c < kPer ? n - first_c : kPer);
-    const std::uint32_t bitmap =
-        mode == 0 && mine != 0 ? row_word(row, words, first_c / 32) >> (first_c % 32) : 0;
-    T mask[kPer], value[kPer];
-    bool matched[kPer];
-    unsigned length[kPer];
-    unsigned lane_bits = 0;
+  return k >= s.mine ? 0 : ((s.matched >> k) & 1u) != 0 ? kWidth - popcount(part<T>(s.masks, k)) : kWidth;
+}
+
+template <typename T>
+__device__ __forceinline__ unsigned lane_bits(const LaneShare<T>& s) {
+  unsigned bits = 0;
 #pragma unroll
-    for (unsigned k = 0; k < kPer; ++k) {
-      const bool in_row = k < mine;
-      mask[k] = in_row ? __ldg(masks + first_c + k) : T{0};
-      value[k] = in_row ? __ldg(values + first_c + k) : T{0};
-      matched[k] = in_row && (mode == 1 || ((bitmap >> k) & 1u) != 0);
-      length[k] = !in_row ? 0 : matched[k] ? kWidth - __popcll(mask[k]) : kWidth;
-      lane_bits += length[k];
+  for (unsigned k = 0; k < kPer<T>; ++k) bits += field_length<T>(s, k);
+  return bits;
+}
+
+// Stores the lane's `mine` elements (packed in `word` for narrow ones) at out[0...].
+template <typename T>
+__device__ __forceinline__ void store_lane(T* out, unsigned mine, Bits<T> word, bool word_stores) {
+  if constexpr (kPer<T> > 1) {
+    if (word_stores && mine == kPer<T>) {
+      *reinterpret_cast<std::uint32_t*>(out) = word;
+    } else {
+      for (unsigned k = 0; k < mine; ++k) out[k] = static_cast<T>(word >> (8 * sizeof(T) * k));
     }
-    unsigned sum = lane_bits;
+  } else {
+    if (mine != 0) out[0] = static_cast<T>(word);
+  }
+}
+
+// Zeros out[begin, end), the elements split among `lanes` lanes of which this is `lane`.
+template <typename T>
+__device__ void zero_elements(T* out, std::uint64_t begin, std::uint64_t end, unsigned lane,
+                              unsigned lanes) {
+  for (std::uint64_t c = begin + lane; c < end; c += lanes) out[c] = T{0};
+}
+
+// Decodes chunks [begin, end) of the row, the first of them starting at bit `base`, into the
+// row's output; returns the bit after the last field. Unless kChecked every field lies inside the
+// row (the caller checked its length); kChecked: reads past the row's end read the word after it
+// instead, and the caller compares the returned end with the row's. Either way the word after the
+// row is in the stream (the next row, or the checksum table that follows the row data).
+template <typename T, bool kChecked>
+__device__ __forceinline__ std::uint64_t decode_segment(const Row<T>& r, std::uint64_t begin, std::uint64_t end,
+                                        std::uint64_t base, T* out, unsigned lane) {
+  constexpr unsigned kWidth = 8 * sizeof(T);
+  const bool word_stores = (reinterpret_cast<std::uintptr_t>(out) & 3) == 0;
+  Cursor<T> c(r, begin, out, lane);
+  for (std::uint64_t chunk = begin; chunk < end; ++chunk, c.next()) {
+    const LaneShare<T> s = lane_share(r, c, lane);
+    const Bits<T> values = s.matched != 0 ? load_lane<T>(c.values, s.mine, r.values_aligned) : Bits<T>{0};
+    const unsigned bits = lane_bits(s);
+    unsigned sum = bits;
 #pragma unroll
     for (unsigned step = 1; step < 32; step <<= 1) {
       const unsigned other = __shfl_up_sync(kFull, sum, step);
       if (lane >= step) sum += other;
     }
-    const unsigned total = __shfl_sync(kFull, sum, 31);
-    std::uint64_t position = base + sum - lane_bits;
-    std::uint32_t packed = 0;  // narrow elements: the lane's word
-#pragma unroll
-    for (unsigned k = 0; k < kPer; ++k) {
-      std::uint64_t field = 0;
-      if (length[k] != 0) {
-        const std::uint64_t w = position >> 5;
-        const unsigned shift = position & 31;
-        const std::uint64_t first = row_word(row, words, w);
-        const std::uint64_t second = shift + length[k] > 32 ? row_word(row, words, w + 1) : 0;
-        const std::uint64_t third = shift + length[k] > 64 ? row_word(row, words, w + 2) : 0;
-        field = (first | second << 32) >> shift;
-        if (shift != 0) field |= third << (64 - shift);
-        field &= low_bits(length[k]);
-      }
-      position += length[k];
-      const T x = static_cast<T>(
-          matched[k] ? (std::uint64_t{value[k]} | deposit(field, ~std::uint64_t{mask[k]} & low_bits(kWidth)))
-                     : field);
-      if constexpr (kPer > 1) {
-        packed |= std::uint32_t{x} << (kWidth * k);
-        if (!word_stores && k < mine) out[first_c + k] = x;
-      } else {
-        if (mine != 0) out[first_c] = x;
-      }
+    const unsigned chunk_bits = __shfl_sync(kFull, sum, 31);
+    // Fields are read from the chunk's first word, at 32-bit positions from it.
+    const std::uint64_t first_word = base >> 5;
+    const std::uint32_t* data = r.words + first_word;
+    unsigned limit = ~0u;  // the last word index from `data` a read may take
+    if constexpr (kChecked) {
+      const std::uint64_t inside = first_word < r.word_count ? first_word : r.word_count;
+      data = r.words + inside;
+      limit = static_cast<unsigned>(r.word_count - inside);  // rows have < 2^30 words
     }
-    if constexpr (kPer > 1) {
-      if (word_stores) {
-        if (mine == kPer) {
-          reinterpret_cast<std::uint32_t*>(out + first_c)[0] = packed;
+    unsigned position = static_cast<unsigned>(base & 31) + sum - bits;
+    Bits<T> packed = 0;
+#pragma unroll
+    for (unsigned k = 0; k < kPer<T>; ++k) {
+      const unsigned length = field_length<T>(s, k);
+      Bits<T> field = 0;
+      if (length != 0) {
+        const unsigned w = position >> 5, shift = position & 31;
+        const std::uint32_t first = __ldg(data + min(w, limit));
+        const std::uint32_t second = __ldg(data + min(w + 1, limit));
+        if constexpr (sizeof(T) == 8) {
+          const std::uint32_t third = shift + length > 64 ? __ldg(data + min(w + 2, limit)) : 0u;
+          field = (std::uint64_t{__funnelshift_r(first, second, shift)} |
+                   std::uint64_t{__funnelshift_r(second, third, shift)} << 32) &
+                  low_bits<std::uint64_t>(length);
         } else {
-          for (unsigned k = 0; k < mine; ++k) out[first_c + k] = static_cast<T>(packed >> (kWidth * k));
+          field = __funnelshift_r(first, second, shift) & low_bits<std::uint32_t>(length);
         }
       }
+      position += length;
+      const Bits<T> mask = part<T>(s.masks, k);
+      const Bits<T> x = ((s.matched >> k) & 1u) != 0
+                            ? part<T>(values, k) | deposit<Bits<T>>(field, ~mask & low_bits<Bits<T>>(kWidth))
+                            : field;
+      packed |= kPer<T> > 1 ? x << (kWidth * k) : x;
     }
-    base += total;
+    store_lane<T>(c.out, s.mine, packed, word_stores);
+    base += chunk_bits;
   }
-  return (base + 31) / 32 * 4 == bytes;
+  return base;
+}
+
+// The bits of the fields of chunks [begin, end) of the row.
+template <typename T>
+__device__ __forceinline__ std::uint64_t segment_bits_of(const Row<T>& r, std::uint64_t begin, std::uint64_t end,
+                                         unsigned lane) {
+  constexpr unsigned kChunk = 32 * kPer<T>;
+  if (r.mode == 2) {
+    const std::uint64_t first = begin * kChunk, last = end * kChunk < r.n ? end * kChunk : r.n;
+    return first < last ? (last - first) * 8 * sizeof(T) : 0;
+  }
+  std::uint64_t bits = 0;
+  Cursor<T> c(r, begin, nullptr, lane);
+  for (std::uint64_t chunk = begin; chunk < end; ++chunk, c.next()) bits += lane_bits(lane_share(r, c, lane));
+  return warp_sum(bits);
+}
+
+// Whether a mode 0 row holds at least its bitmap (the cursors read it unchecked).
+template <typename T> __device__ __forceinline__ bool holds_bitmap(const Row<T>& r) {
+  return r.mode != 0 || (r.n + 31) / 32 <= r.word_count;
+}
+
+// Finds row `row`'s group, mode and stored words in r; false when the tables say nothing
+// sensible of it (a corrupt stream).
+template <typename T>
+__device__ bool open_row(const IbpDecodeKernelArgs& a, std::uint64_t row, Row<T>& r) {
+  const auto* stream = static_cast<const unsigned char*>(a.stream);
+  const auto* group_table = reinterpret_cast<const std::uint64_t*>(stream + a.group_table_offset);
+  const auto* row_table = reinterpret_cast<const std::uint32_t*>(stream + a.row_table_offset);
+  r.n = row == a.rows - 1 ? a.last_row_elements : a.row_elements;
+  const std::uint64_t g = row / a.group_rows;
+  const std::uint64_t group_start = __ldg(group_table + g);
+  const std::uint64_t group_end = __ldg(group_table + g + 1);
+  const std::uint32_t entry = __ldg(row_table + row);
+  r.mode = entry & 3u;
+  const std::uint64_t offset = entry & ~3u;
+  const bool last_in_group = (row + 1) % a.group_rows == 0 || row + 1 == a.rows;
+  if (!(group_start <= group_end && group_end <= a.data_bytes && group_start % 4 == 0 && r.mode <= 2)) {
+    return false;
+  }
+  const std::uint64_t group_bytes = group_end - group_start;
+  const std::uint64_t next = last_in_group ? group_bytes : (__ldg(row_table + row + 1) & ~3u);
+  if (!(offset <= next && next <= group_bytes)) return false;
+  r.masks = reinterpret_cast<const T*>(stream + a.masks_offset + g * a.mask_block_bytes);
+  r.values = r.masks + a.row_elements;
+  r.values_aligned = (reinterpret_cast<std::uintptr_t>(r.values) & 3) == 0;
+  r.words = reinterpret_cast<const std::uint32_t*>(stream + a.data_offset + group_start + offset);
+  r.word_count = (next - offset) / 4;
+  return true;
+}
+
+// Warp `warp` of `warps` decodes items warp, warp + warps, ... alone, in one pass over each row,
+// checking the row's length at its end (a wrong one: the row is rewritten with zeros).
+template <typename T>
+__device__ void decode_items_by_warps(const IbpDecodeKernelArgs& a, std::uint64_t warp,
+                                      std::uint64_t warps, unsigned lane) {
+  constexpr unsigned kChunk = 32 * kPer<T>;
+  for (std::uint64_t item = warp; item < a.items; item += warps) {
+    T* out = static_cast<T*>(a.output) + item * a.row_elements;
+    const std::uint64_t row = a.gather ? std::uint64_t{__ldg(a.indices + item)} : a.first_row + item;
+    if (row >= a.rows) {  // gather only
+      zero_elements<T>(out, 0, a.row_elements, lane, 32);
+      if (lane == 0) atomicOr(a.status, kIndexOutOfRange);
+      continue;
+    }
+    Row<T> r;
+    bool ok = open_row(a, row, r) && holds_bitmap(r);
+    if (ok) {
+      const std::uint64_t chunks = (r.n + kChunk - 1) / kChunk;
+      const std::uint64_t bitmap_bits = r.mode == 0 ? (r.n + 31) / 32 * 32 : 0;
+      const std::uint64_t end = decode_segment<T, true>(r, 0, chunks, bitmap_bits, out, lane);
+      ok = (end + 31) / 32 == r.word_count;
+      __syncwarp();  // the zeros below after every lane's stores
+    }
+    if (!ok) {
+      zero_elements<T>(out, 0, r.n, lane, 32);
+      if (lane == 0) atomicOr(a.status, kCorrupt);
+    }
+    if (a.gather) zero_elements<T>(out, r.n, a.row_elements, lane, 32);
+  }
+}
+
+// Teams of `team_warps` (2, 4 or 8) warps of the block decode its items, a team per item.
+template <typename T>
+__device__ void decode_items_by_teams(const IbpDecodeKernelArgs& a, unsigned team_warps) {
+  constexpr unsigned kChunk = 32 * kPer<T>;
+  __shared__ std::uint64_t segment_bits[2][kWarpsPerBlock];
+  const unsigned lane = threadIdx.x & 31;
+  const unsigned warp = threadIdx.x / 32;
+  const unsigned teams = kWarpsPerBlock / team_warps;
+  const unsigned team = warp / team_warps, member = warp % team_warps;
+  const unsigned team_lane = member * 32 + lane, team_lanes = team_warps * 32;
+  unsigned parity = 0;
+  // Every warp of the block runs the same number of rounds: the barrier is in uniform flow.
+  for (std::uint64_t first_item = std::uint64_t{blockIdx.x} * teams; first_item < a.items;
+       first_item += std::uint64_t{gridDim.x} * teams, parity ^= 1) {
+    const std::uint64_t item = first_item + team;
+    const bool active = item < a.items;
+    T* out = static_cast<T*>(a.output) + item * a.row_elements;
+    bool in_range = false, ok = false;
+    Row<T> r;
+    std::uint64_t chunk_begin = 0, chunk_end = 0, bitmap_bits = 0, my_bits = 0;
+    if (active) {
+      const std::uint64_t row = a.gather ? std::uint64_t{__ldg(a.indices + item)} : a.first_row + item;
+      in_range = row < a.rows;
+      ok = in_range && open_row(a, row, r) && holds_bitmap(r);
+    }
+    if (ok) {
+      // A. This warp's segment of the row's chunks, and the bits of its fields.
+      const std::uint64_t chunks = (r.n + kChunk - 1) / kChunk;
+      const std::uint64_t per_warp = (chunks + team_warps - 1) / team_warps;
+      chunk_begin = member * per_warp < chunks ? member * per_warp : chunks;
+      chunk_end = chunk_begin + per_warp < chunks ? chunk_begin + per_warp : chunks;
+      bitmap_bits = r.mode == 0 ? (r.n + 31) / 32 * 32 : 0;
+      my_bits = segment_bits_of(r, chunk_begin, chunk_end, lane);
+    }
+    if (lane == 0) segment_bits[parity][warp] = my_bits;
+    __syncthreads();
+    if (!active) continue;
+    if (!in_range) {  // gather only
+      zero_elements<T>(out, 0, a.row_elements, team_lane, team_lanes);
+      if (team_lane == 0) atomicOr(a.status, kIndexOutOfRange);
+      continue;
+    }
+    std::uint64_t base = bitmap_bits, total = bitmap_bits;
+    for (unsigned m = 0; m < team_warps; ++m) {
+      const std::uint64_t bits = segment_bits[parity][team * team_warps + m];
+      if (m < member) base += bits;
+      total += bits;
+    }
+    ok = ok && (total + 31) / 32 == r.word_count;
+    if (ok) {
+      // B. Decode the segment from its first bit.
+      decode_segment<T, false>(r, chunk_begin, chunk_end, base, out, lane);
+    } else {
+      zero_elements<T>(out, 0, r.n, team_lane, team_lanes);
+      if (team_lane == 0) atomicOr(a.status, kCorrupt);
+    }
+    if (a.gather) zero_elements<T>(out, r.n, a.row_elements, team_lane, team_lanes);
+  }
 }
 
 template <unsigned kSize>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    ibp_decode_kernel(const __grid_constant__ IbpDecodeKernelArgs a) {
+    ibp_decode_kernel(const __grid_constant__ IbpDecodeKernelArgs a, unsigned team_warps) {
   using T = typename Element<kSize>::type;
-  const unsigned lane = threadIdx.x & 31;
-  const std::uint64_t warps = std::uint64_t{gridDim.x} * kWarpsPerBlock;
-  const auto* stream = static_cast<const unsigned char*>(a.stream);
-  const auto* group_table = reinterpret_cast<const std::uint64_t*>(stream + a.group_table_offset);
-  const auto* row_table = reinterpret_cast<const std::uint32_t*>(stream + a.row_table_offset);
-  for (std::uint64_t item = std::uint64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32;
-       item < a.items; item += warps) {
-    T* out = static_cast<T*>(a.output) + item * a.row_elements;
-    const std::uint64_t row = a.gather ? std::uint64_t{__ldg(a.indices + item)} : a.first_row + item;
-    if (row >= a.rows) {  // gather only
-      zero_elements<T>(out, 0, a.row_elements, lane);
-      if (lane == 0) atomicOr(a.status, kIndexOutOfRange);
-      continue;
-    }
-    const std::uint64_t n = row == a.rows - 1 ? a.last_row_elements : a.row_elements;
-    const std::uint64_t g = row / a.group_rows;
-    const std::uint64_t group_start = __ldg(group_table + g);
-    const std::uint64_t group_end = __ldg(group_table + g + 1);
-    const std::uint32_t entry = __ldg(row_table + row);
-    const unsigned mode = entry & 3u;
-    const std::uint64_t offset = entry & ~3u;
-    const bool last_in_group = (row + 1) % a.group_rows == 0 || row + 1 == a.rows;
-    bool ok = group_start <= group_end && group_end <= a.data_bytes && group_start % 4 == 0 &&
-              mode <= 2;
-    const std::uint64_t group_bytes = group_end - group_start;
-    const std::uint64_t next = last_in_group ? group_bytes : (__ldg(row_table + row + 1) & ~3u);
-    ok = ok && offset <= next && next <= group_bytes;
-    if (ok) {
-      const T* masks = reinterpret_cast<const T*>(stream + a.masks_offset + g * a.mask_block_bytes);
-      const auto* row_words = reinterpret_cast<const std::uint32_t*>(
-          stream + a.data_offset + group_start + offset);
-      ok = decode_row<T>(a, row_words, next - offset, mode, masks, masks + a.row_elements, n, out,
-                         lane);
-      __syncwarp();  // the zeros below after every lane's stores
-    }
-    if (!ok) {
-      zero_elements<T>(out, 0, n, lane);
-      if (lane == 0) atomicOr(a.status, kCorrupt);
-    }
-    if (a.gather) zero_elements<T>(out, n, a.row_elements, lane);
+  if (team_warps == 1) {
+    decode_items_by_warps<T>(a, std::uint64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32,
+                             std::uint64_t{gridDim.x} * kWarpsPerBlock, threadIdx.x & 31);
+  } else {
+    decode_items_by_teams<T>(a, team_warps);
   }
+}
+
+// Warps per item: one, unless the items are too few to keep the GPU busy (about 24 warps per
+// SM; fewer leave memory latency exposed); then 2, 4 or 8, while each keeps >= 8 chunks of a row.
+template <unsigned kSize>
+unsigned team_warps(std::uint64_t items, std::uint64_t row_elements, unsigned sm_count) {
+  constexpr std::uint64_t kChunk = 32 * (kSize < 4 ? 4 / kSize : 1);
+  const std::uint64_t chunks = (row_elements + kChunk - 1) / kChunk;
+  const std::uint64_t wanted = std::uint64_t{sm_count} * 24;
+  unsigned warps = 1;
+  while (warps < kWarpsPerBlock && items * warps < wanted && chunks >= 16 * std::uint64_t{warps}) {
+    warps *= 2;
+  }
+  return warps;
 }
 
 template <unsigned kSize>
 cudaError_t enqueue(const IbpDecodeKernelArgs& launch, unsigned max_blocks, cudaStream_t stream) {
-  const std::uint64_t wanted = (launch.items + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const unsigned team =
+      team_warps<kSize>(launch.items, launch.row_elements, max_blocks / kBlocksPerSm);
+  const unsigned items_per_block = kWarpsPerBlock / team;
+  const std::uint64_t wanted = (launch.items + items_per_block - 1) / items_per_block;
   const unsigned blocks =
       static_cast<unsigned>(wanted < max_blocks ? wanted : (max_blocks == 0 ? 1 : max_blocks));
-  ibp_decode_kernel<kSize><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(launch);
+  ibp_decode_kernel<kSize><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(launch, team);
   return cudaGetLastError();
 }
 
