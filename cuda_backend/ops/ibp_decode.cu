@@ -199,14 +199,55 @@ __device__ void zero_elements(T* out, std::uint64_t begin, std::uint64_t end, un
   for (std::uint64_t c = begin + lane; c < end; c += lanes) out[c] = T{0};
 }
 
+// A warp's copy of kWindowWords words of a row, in shared memory: the fields are read from it,
+// and it is filled with 16-byte loads, a whole line per load instruction where the row allows
+// (reads of pinned host memory over the bus cost per request: 4-byte reads waste most of it).
+constexpr unsigned kWindowWords = 256;
+
+struct Window {
+  std::uint32_t* words;    // shared, kWindowWords
+  std::int64_t first = 0;  // the row word words[0] holds (a few before the row's first at most)
+  std::int64_t end = 0;    // one past the last valid; empty at first
+
+  // Makes words [from, to) of the row (to - from <= kWindowWords - 3) present, reading no word
+  // at or past `limit` (the row's words + 1) or `stream_end`; every lane calls it.
+  __device__ __forceinline__ void hold(const std::uint32_t* row, std::uint64_t from, std::uint64_t to,
+                                       std::uint64_t limit, const std::uint32_t* stream_end,
+                                       unsigned lane) {
+    if (static_cast<std::int64_t>(from) >= first && static_cast<std::int64_t>(to) <= end) return;
+    // Start on a 16-byte boundary of memory, at most 3 words before `from` (the stream's tables
+    // precede its rows).
+    const std::int64_t lead = (reinterpret_cast<std::uintptr_t>(row + from) & 15) / 4;
+    first = static_cast<std::int64_t>(from) - lead;
+    const std::int64_t stop = static_cast<std::int64_t>(limit > to ? limit : to);
+    end = first + kWindowWords < stop ? first + kWindowWords : stop;
+    const std::uint32_t* base = row + first;
+    const std::uint32_t* const last = base + (end - first);
+    __syncwarp();  // every lane done reading the previous words
+#pragma unroll
+    for (unsigned v = lane; v < kWindowWords / 4; v += 32) {
+      const std::uint32_t* at = base + 4 * v;
+      if (at >= last) break;
+      if (at + 4 <= stream_end) {
+        reinterpret_cast<uint4*>(words)[v] = __ldg(reinterpret_cast<const uint4*>(at));
+      } else {
+        for (unsigned k = 0; k < 4; ++k) words[4 * v + k] = at + k < stream_end ? __ldg(at + k) : 0u;
+      }
+    }
+    __syncwarp();
+  }
+};
+
 // Decodes chunks [begin, end) of the row, the first of them starting at bit `base`, into the
 // row's output; returns the bit after the last field. Unless kChecked every field lies inside the
 // row (the caller checked its length); kChecked: reads past the row's end read the word after it
 // instead, and the caller compares the returned end with the row's. Either way the word after the
 // row is in the stream (the next row, or the checksum table that follows the row data).
 template <typename T, bool kChecked>
-__device__ __forceinline__ std::uint64_t decode_segment(const Row<T>& r, std::uint64_t begin, std::uint64_t end,
-                                        std::uint64_t base, T* out, unsigned lane) {
+__device__ __forceinline__ std::uint64_t decode_segment(const Row<T>& r, std::uint64_t begin,
+                                                        std::uint64_t end, std::uint64_t base, T* out,
+                                                        Window& window, const std::uint32_t* stream_end,
+                                                        unsigned lane) {
   constexpr unsigned kWidth = 8 * sizeof(T);
   const bool word_stores = (reinterpret_cast<std::uintptr_t>(out) & 3) == 0;
   Cursor<T> c(r, begin, out, lane);
@@ -221,15 +262,18 @@ __device__ __forceinline__ std::uint64_t decode_segment(const Row<T>& r, std::ui
       if (lane >= step) sum += other;
     }
     const unsigned chunk_bits = __shfl_sync(kFull, sum, 31);
-    // Fields are read from the chunk's first word, at 32-bit positions from it.
-    const std::uint64_t first_word = base >> 5;
-    const std::uint32_t* data = r.words + first_word;
-    unsigned limit = ~0u;  // the last word index from `data` a read may take
+    // The chunk's fields lie in words [first_word, last_word] of the row (kChecked: if the row
+    // is as long as it says; reads past its end read the word after it instead).
+    std::uint64_t first_word = base >> 5;
+    std::uint64_t last_word = (base + chunk_bits) >> 5;
     if constexpr (kChecked) {
-      const std::uint64_t inside = first_word < r.word_count ? first_word : r.word_count;
-      data = r.words + inside;
-      limit = static_cast<unsigned>(r.word_count - inside);  // rows have < 2^30 words
+      first_word = first_word < r.word_count ? first_word : r.word_count;
+      last_word = last_word < r.word_count ? last_word : r.word_count;
     }
+    window.hold(r.words, first_word, last_word + 2, r.word_count + 1, stream_end, lane);
+    const std::uint32_t* data = window.words + (static_cast<std::int64_t>(first_word) - window.first);
+    // The last word index from `data` a read may take.
+    const unsigned limit = kChecked ? static_cast<unsigned>(last_word - first_word) : ~0u;
     unsigned position = static_cast<unsigned>(base & 31) + sum - bits;
     Bits<T> packed = 0;
 #pragma unroll
@@ -238,10 +282,10 @@ __device__ __forceinline__ std::uint64_t decode_segment(const Row<T>& r, std::ui
       Bits<T> field = 0;
       if (length != 0) {
         const unsigned w = position >> 5, shift = position & 31;
-        const std::uint32_t first = __ldg(data + min(w, limit));
-        const std::uint32_t second = __ldg(data + min(w + 1, limit));
+        const std::uint32_t first = data[min(w, limit)];
+        const std::uint32_t second = data[min(w + 1, limit)];
         if constexpr (sizeof(T) == 8) {
-          const std::uint32_t third = shift + length > 64 ? __ldg(data + min(w + 2, limit)) : 0u;
+          const std::uint32_t third = shift + length > 64 ? data[min(w + 2, limit)] : 0u;
           field = (std::uint64_t{__funnelshift_r(first, second, shift)} |
                    std::uint64_t{__funnelshift_r(second, third, shift)} << 32) &
                   low_bits<std::uint64_t>(length);
@@ -282,6 +326,10 @@ template <typename T> __device__ __forceinline__ bool holds_bitmap(const Row<T>&
   return r.mode != 0 || (r.n + 31) / 32 <= r.word_count;
 }
 
+__device__ __forceinline__ const std::uint32_t* stream_end(const IbpDecodeKernelArgs& a) {
+  return reinterpret_cast<const std::uint32_t*>(static_cast<const unsigned char*>(a.stream) + a.stream_bytes);
+}
+
 // Finds row `row`'s group, mode and stored words in r; false when the tables say nothing
 // sensible of it (a corrupt stream).
 template <typename T>
@@ -315,7 +363,8 @@ __device__ bool open_row(const IbpDecodeKernelArgs& a, std::uint64_t row, Row<T>
 // checking the row's length at its end (a wrong one: the row is rewritten with zeros).
 template <typename T>
 __device__ void decode_items_by_warps(const IbpDecodeKernelArgs& a, std::uint64_t warp,
-                                      std::uint64_t warps, unsigned lane) {
+                                      std::uint64_t warps, unsigned lane,
+                                      std::uint32_t (*windows)[kWindowWords]) {
   constexpr unsigned kChunk = 32 * kPer<T>;
   for (std::uint64_t item = warp; item < a.items; item += warps) {
     T* out = static_cast<T*>(a.output) + item * a.row_elements;
@@ -330,7 +379,9 @@ __device__ void decode_items_by_warps(const IbpDecodeKernelArgs& a, std::uint64_
     if (ok) {
       const std::uint64_t chunks = (r.n + kChunk - 1) / kChunk;
       const std::uint64_t bitmap_bits = r.mode == 0 ? (r.n + 31) / 32 * 32 : 0;
-      const std::uint64_t end = decode_segment<T, true>(r, 0, chunks, bitmap_bits, out, lane);
+      Window window{windows[threadIdx.x / 32]};
+      const std::uint64_t end =
+          decode_segment<T, true>(r, 0, chunks, bitmap_bits, out, window, stream_end(a), lane);
       ok = (end + 31) / 32 == r.word_count;
       __syncwarp();  // the zeros below after every lane's stores
     }
@@ -344,7 +395,8 @@ __device__ void decode_items_by_warps(const IbpDecodeKernelArgs& a, std::uint64_
 
 // Teams of `team_warps` (2, 4 or 8) warps of the block decode its items, a team per item.
 template <typename T>
-__device__ void decode_items_by_teams(const IbpDecodeKernelArgs& a, unsigned team_warps) {
+__device__ void decode_items_by_teams(const IbpDecodeKernelArgs& a, unsigned team_warps,
+                                      std::uint32_t (*windows)[kWindowWords]) {
   constexpr unsigned kChunk = 32 * kPer<T>;
   __shared__ std::uint64_t segment_bits[2][kWarpsPerBlock];
   const unsigned lane = threadIdx.x & 31;
@@ -393,7 +445,8 @@ __device__ void decode_items_by_teams(const IbpDecodeKernelArgs& a, unsigned tea
     ok = ok && (total + 31) / 32 == r.word_count;
     if (ok) {
       // B. Decode the segment from its first bit.
-      decode_segment<T, false>(r, chunk_begin, chunk_end, base, out, lane);
+      Window window{windows[warp]};
+      decode_segment<T, false>(r, chunk_begin, chunk_end, base, out, window, stream_end(a), lane);
     } else {
       zero_elements<T>(out, 0, r.n, team_lane, team_lanes);
       if (team_lane == 0) atomicOr(a.status, kCorrupt);
@@ -403,14 +456,15 @@ __device__ void decode_items_by_teams(const IbpDecodeKernelArgs& a, unsigned tea
 }
 
 template <unsigned kSize>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+__global__ void __launch_bounds__(kWarpsPerBlock * 32, 4)
     ibp_decode_kernel(const __grid_constant__ IbpDecodeKernelArgs a, unsigned team_warps) {
   using T = typename Element<kSize>::type;
+  __shared__ __align__(16) std::uint32_t windows[kWarpsPerBlock][kWindowWords];
   if (team_warps == 1) {
     decode_items_by_warps<T>(a, std::uint64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32,
-                             std::uint64_t{gridDim.x} * kWarpsPerBlock, threadIdx.x & 31);
+                             std::uint64_t{gridDim.x} * kWarpsPerBlock, threadIdx.x & 31, windows);
   } else {
-    decode_items_by_teams<T>(a, team_warps);
+    decode_items_by_teams<T>(a, team_warps, windows);
   }
 }
 

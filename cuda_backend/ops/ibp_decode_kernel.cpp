@@ -50,6 +50,7 @@ Status IbpDecodeKernel::record(const ops::IbpDecodeArgs& args,
   launch.row_table_offset = layout.row_table_offset;
   launch.data_offset = layout.data_offset;
   launch.data_bytes = layout.data_bytes;
+  launch.stream_bytes = layout.stream_bytes;
   launch.items = args.item_count();
   launch.first_row = args.first_row;
   launch.gather = args.gather();

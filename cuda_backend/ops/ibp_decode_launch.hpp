@@ -26,6 +26,7 @@ struct IbpDecodeKernelArgs {
   std::uint64_t row_table_offset = 0;
   std::uint64_t data_offset = 0;
   std::uint64_t data_bytes = 0;
+  std::uint64_t stream_bytes = 0;  // what the kernel may read from `stream`
   std::uint64_t items = 0;
   std::uint64_t first_row = 0;  // whole / range
   bool gather = false;
