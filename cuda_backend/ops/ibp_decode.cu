@@ -335,8 +335,9 @@ __device__ __forceinline__ const std::uint32_t* stream_end(const IbpDecodeKernel
 template <typename T>
 __device__ bool open_row(const IbpDecodeKernelArgs& a, std::uint64_t row, Row<T>& r) {
   const auto* stream = static_cast<const unsigned char*>(a.stream);
-  const auto* group_table = reinterpret_cast<const std::uint64_t*>(stream + a.group_table_offset);
-  const auto* row_table = reinterpret_cast<const std::uint32_t*>(stream + a.row_table_offset);
+  const auto* tables = static_cast<const unsigned char*>(a.tables);
+  const auto* group_table = reinterpret_cast<const std::uint64_t*>(tables + a.group_table_offset);
+  const auto* row_table = reinterpret_cast<const std::uint32_t*>(tables + a.row_table_offset);
   r.n = row == a.rows - 1 ? a.last_row_elements : a.row_elements;
   const std::uint64_t g = row / a.group_rows;
   const std::uint64_t group_start = __ldg(group_table + g);
@@ -351,7 +352,7 @@ __device__ bool open_row(const IbpDecodeKernelArgs& a, std::uint64_t row, Row<T>
   const std::uint64_t group_bytes = group_end - group_start;
   const std::uint64_t next = last_in_group ? group_bytes : (__ldg(row_table + row + 1) & ~3u);
   if (!(offset <= next && next <= group_bytes)) return false;
-  r.masks = reinterpret_cast<const T*>(stream + a.masks_offset + g * a.mask_block_bytes);
+  r.masks = reinterpret_cast<const T*>(tables + a.masks_offset + g * a.mask_block_bytes);
   r.values = r.masks + a.row_elements;
   r.values_aligned = (reinterpret_cast<std::uintptr_t>(r.values) & 3) == 0;
   r.words = reinterpret_cast<const std::uint32_t*>(stream + a.data_offset + group_start + offset);
@@ -505,6 +506,7 @@ cudaError_t launch_ibp_decode(const IbpDecodeKernelArgs& launch, unsigned max_bl
   const std::uint32_t es = launch.element_size;
   if ((es != 1 && es != 2 && es != 4 && es != 8) || launch.items == 0 || launch.rows == 0 ||
       launch.group_rows == 0 || launch.stream == nullptr || misaligned(launch.stream, 8) ||
+      launch.tables == nullptr || misaligned(launch.tables, 8) ||
       misaligned(launch.output, es) || misaligned(launch.status, 4) ||
       (launch.gather && (launch.indices == nullptr || misaligned(launch.indices, 4)))) {
     return cudaErrorInvalidValue;

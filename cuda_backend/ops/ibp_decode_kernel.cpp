@@ -20,7 +20,10 @@ Status IbpDecodeKernel::record(const ops::IbpDecodeArgs& args,
                                cudaStream_t stream) const {
   // Core validated the command; these keep a bad one from becoming out-of-bounds accesses.
   const ibp::Layout& layout = args.layout;
-  if (bindings.size() != (args.gather() ? 4u : 3u) || args.row_count == 0 || layout.rows == 0 ||
+  const std::size_t fixed = args.gather() ? 4u : 3u;  // then the scratch for the tables, maybe
+  const bool tables_scratch = bindings.size() == fixed + 1;
+  if ((bindings.size() != fixed && !tables_scratch) ||
+      (tables_scratch && bindings[fixed].size < layout.data_offset) || args.row_count == 0 || layout.rows == 0 ||
       layout.stream_bytes > bindings[0].size || args.output_bytes() > bindings[1].size ||
       bindings[2].size < 4 || (args.gather() && bindings[3].size < args.row_count * 4)) {
     return Status(ErrorCode::internal, "CUDA: ibp_decode of " + std::to_string(args.row_count) +
@@ -32,6 +35,16 @@ Status IbpDecodeKernel::record(const ops::IbpDecodeArgs& args,
   FERRY_ASSIGN_OR_RETURN(std::byte* const output, binding_address(bindings[1], "ibp_decode output"));
   FERRY_ASSIGN_OR_RETURN(std::byte* const status, binding_address(bindings[2], "ibp_decode status"));
   launch.stream = source;
+  launch.tables = source;
+  if (tables_scratch) {
+    // The stream is in host memory: its tables cross the bus once, here, not with every row.
+    FERRY_ASSIGN_OR_RETURN(std::byte* const tables,
+                           binding_address(bindings[fixed], "ibp_decode tables scratch"));
+    const cudaError_t copied =
+        cudaMemcpyAsync(tables, source, layout.data_offset, cudaMemcpyDefault, stream);
+    if (copied != cudaSuccess) return cuda_status(copied, "cudaMemcpyAsync (ibp_decode tables)");
+    launch.tables = tables;
+  }
   launch.output = output;
   launch.status = reinterpret_cast<std::uint32_t*>(status);
   if (args.gather()) {

@@ -12,6 +12,8 @@ namespace ferry::cuda {
 // and the layout's offsets (from the stream's start) that the kernel reads.
 struct IbpDecodeKernelArgs {
   const void* stream = nullptr;      // device or mapped pinned host memory; 8-byte aligned
+  // The stream's first data_offset bytes (its tables), read from here: `stream` or a device copy.
+  const void* tables = nullptr;
   void* output = nullptr;            // element-aligned
   std::uint32_t* status = nullptr;
   const std::uint32_t* indices = nullptr;  // gather only

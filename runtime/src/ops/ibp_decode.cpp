@@ -11,6 +11,7 @@
 
 #include "core/checked.hpp"
 #include "core/crc32c.hpp"
+#include "core/host_view.hpp"
 #include "core/host_workers.hpp"
 #include "core/op_record.hpp"
 #include "ibp/stream.hpp"
@@ -173,8 +174,17 @@ Status ibp_decode(CommandList& commands, const IbpDecodeBuffers& buffers,
       {&buffers.output, buffers.output_offset, output_bytes, backend::Access::write, "output"},
       {&buffers.status, buffers.status_offset, 4, backend::Access::write, "status"},
       {&buffers.indices, buffers.indices_offset, index_bytes, backend::Access::read, "indices"}};
+  // A stream in host memory (read over the bus) gets device scratch for its tables: a backend
+  // may copy them there first, so that the bus carries each row once, not the group's masks and
+  // values with every row.
+  std::uint64_t scratch_bytes = 0;
+  if (ferry::detail::host_view(buffers.stream).ok()) {
+    FERRY_ASSIGN_OR_RETURN(const std::uint64_t slab,
+                           detail::scratch_slab_bytes(buffers.stream, kCall));
+    if (args.layout.data_offset <= slab) scratch_bytes = args.layout.data_offset;
+  }
   return detail::OpRecorder::record(commands, kCall, args,
-                                    std::span(bindings, args.gather() ? 4 : 3));
+                                    std::span(bindings, args.gather() ? 4 : 3), scratch_bytes);
 }
 
 // ---- the CPU reference ----
