@@ -7,8 +7,13 @@
 #ifndef FERRY_SHADERS_IBP_DECODE_ABI_H
 #define FERRY_SHADERS_IBP_DECODE_ABI_H
 
-// One workgroup of 32 invocations per item (row or gather slot).
+// ibp_decode.comp (portable): one workgroup of 32 invocations per item (row or gather slot).
 #define FERRY_IBP_DECODE_WORKGROUP_SIZE 32
+// ibp_decode_subgroup.comp: specialization constants (the subgroup size the pipeline requires,
+// the subgroups per workgroup, and the workgroup size, their product).
+#define FERRY_IBP_DECODE_SUBGROUP_ID 0
+#define FERRY_IBP_DECODE_TEAMS_ID 1
+#define FERRY_IBP_DECODE_WORKGROUP_ID 2
 // flags
 #define FERRY_IBP_DECODE_GATHER 1u  // items are rows read from the indices window
 // The first dispatch of an op: one workgroup writes 0 to the status, and nothing else (a
@@ -44,11 +49,14 @@ layout(push_constant, std430) uniform IbpDecodePushConstants {
   FERRY_UINT output_byte;        // output window byte of this dispatch's first item
   FERRY_UINT slot_bytes;         // output bytes from an item to the next: R x element_size
   FERRY_UINT status_word;        // status window word of the status
+  // ibp_decode_subgroup.comp: subgroups decoding one item, a power of two dividing the
+  // workgroup's subgroups (the portable shader ignores it).
+  FERRY_UINT teams_per_row;
 #ifdef __cplusplus
 };
 #undef FERRY_UINT
-static_assert(sizeof(IbpDecodePushConstants) == 72);
-static_assert(offsetof(IbpDecodePushConstants, status_word) == 68);
+static_assert(sizeof(IbpDecodePushConstants) == 76);
+static_assert(offsetof(IbpDecodePushConstants, teams_per_row) == 72);
 }  // namespace ferry::shaders
 #else
 } push;

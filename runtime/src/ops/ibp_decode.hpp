@@ -46,6 +46,8 @@ struct IbpDecodeArgs {
 void run_on_cpu(const IbpDecodeArgs& args, std::span<const std::span<std::byte>> bindings);
 
 // ---- The GPU algorithm (shaders/ibp_decode.comp, cuda_backend/ops/ibp_decode.cu) ----
+// (Vulkan's shaders/ibp_decode_subgroup.comp, where subgroup sizes can be required, splits a row
+// among subgroups and checks its length before storing: its header says how.)
 //
 // One 32-lane slice per item (a CUDA warp; a Vulkan workgroup of 32 invocations, scans through
 // shared memory). The slice reads the row's group table entries [gs, ge) and row table entry

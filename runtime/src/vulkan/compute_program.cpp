@@ -62,7 +62,11 @@ void ComputeProgram::destroy() noexcept {
   context_ = nullptr;
 }
 
-Result<VkPipeline> ComputeProgram::make_pipeline(const VkSpecializationInfo* specialization) const {
+Result<VkPipeline> ComputeProgram::make_pipeline(const VkSpecializationInfo* specialization,
+                                                 std::uint32_t required_subgroup_size) const {
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo subgroup_size{};
+  subgroup_size.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO;
+  subgroup_size.requiredSubgroupSize = required_subgroup_size;
   VkComputePipelineCreateInfo pipeline_info{};
   pipeline_info.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
   pipeline_info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
@@ -70,6 +74,10 @@ Result<VkPipeline> ComputeProgram::make_pipeline(const VkSpecializationInfo* spe
   pipeline_info.stage.module = module_;
   pipeline_info.stage.pName = "main";
   pipeline_info.stage.pSpecializationInfo = specialization;
+  if (required_subgroup_size != 0) {
+    pipeline_info.stage.pNext = &subgroup_size;
+    pipeline_info.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+  }
   pipeline_info.layout = layout_;
   VkPipeline pipeline = VK_NULL_HANDLE;
   FERRY_VK_RETURN_IF_ERROR(context_->vk.vkCreateComputePipelines(

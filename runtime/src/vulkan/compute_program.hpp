@@ -25,9 +25,11 @@ class ComputeProgram {
                 std::uint32_t storage_buffers, std::uint32_t push_constant_bytes);
   void destroy() noexcept;
 
-  // A pipeline of entry point "main", with the given specialization (or none). The caller owns
-  // and destroys it.
-  Result<VkPipeline> make_pipeline(const VkSpecializationInfo* specialization = nullptr) const;
+  // A pipeline of entry point "main", with the given specialization (or none) and, when
+  // required_subgroup_size is not 0, subgroups of exactly that size, all full (the device has
+  // subgroup size control: SubgroupSupport::size_control). The caller owns and destroys it.
+  Result<VkPipeline> make_pipeline(const VkSpecializationInfo* specialization = nullptr,
+                                   std::uint32_t required_subgroup_size = 0) const;
 
   VkPipelineLayout layout() const { return layout_; }
 

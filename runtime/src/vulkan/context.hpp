@@ -72,6 +72,22 @@ struct DeviceFeatures {
   }
 };
 
+// Compute subgroups as the device offers them (no Vulkan types: ops choose shader variants from
+// it in pure, unit-tested functions). Optional: faster paths only, never a reason to refuse an op.
+struct SubgroupSupport {
+  std::uint32_t size = 0;  // subgroupSize: what a shader gets without a required size
+  // A compute pipeline can require a size in [min_size, max_size] with full subgroups
+  // (requiredSubgroupSizeStages has compute, subgroupSizeControl and computeFullSubgroups are
+  // enabled); else min_size = max_size = size and the size may still vary (SPIR-V 1.6) unless the
+  // device has one size.
+  bool size_control = false;
+  std::uint32_t min_size = 0;
+  std::uint32_t max_size = 0;
+  std::uint32_t max_workgroup_subgroups = 0;  // maxComputeWorkgroupSubgroups (with size control)
+  bool arithmetic = false;  // VK_SUBGROUP_FEATURE_ARITHMETIC_BIT in compute shaders
+  bool ballot = false;      // VK_SUBGROUP_FEATURE_BALLOT_BIT in compute shaders
+};
+
 struct DeviceContext {
   VkPhysicalDevice physical = VK_NULL_HANDLE;
   VkDevice device = VK_NULL_HANDLE;
@@ -86,6 +102,7 @@ struct DeviceContext {
   std::uint32_t compute_units = 0;
   std::uint32_t threads_per_compute_unit = 0;
   DeviceFeatures features;  // the optional features the device has (enabled if an op needs them)
+  SubgroupSupport subgroups;  // size control enabled where size_control says so
   // VK_NV_cooperative_matrix and what hamming_topk's cooperative-matrix scan needs besides are
   // enabled (only where hamming_coopmat_unsupported finds nothing missing).
   bool cooperative_matrix = false;

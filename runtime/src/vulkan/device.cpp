@@ -45,6 +45,10 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
   // Mandatory in 1.3. spirv-opt -O for SPIR-V 1.6 may express the workgroup size as LocalSizeId,
   // which needs it; it also makes maxBufferSize a real limit.
   features13.maintenance4 = VK_TRUE;
+  // Optional (mandatory in 1.3 too, but listed as features): ibp_decode's subgroup shader
+  // requires its subgroup size and full subgroups.
+  features13.subgroupSizeControl = physical.subgroups.size_control ? VK_TRUE : VK_FALSE;
+  features13.computeFullSubgroups = physical.subgroups.size_control ? VK_TRUE : VK_FALSE;
   VkPhysicalDeviceVulkan12Features features12{};
   features12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   features12.pNext = &features13;
@@ -109,6 +113,7 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
   context_.compute_units = physical.compute_units;
   context_.threads_per_compute_unit = physical.threads_per_compute_unit;
   context_.features = physical.features;
+  context_.subgroups = physical.subgroups;
   context_.cooperative_matrix = cooperative_matrix;
   context_.host_memory_import = physical.host_memory_import;
 

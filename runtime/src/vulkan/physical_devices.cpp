@@ -173,6 +173,34 @@ Status describe_cooperative_matrix(VkPhysicalDevice handle,
   return Status();
 }
 
+// Compute subgroups: their size, whether a pipeline can require one (with full subgroups), and
+// the operations ferry's shaders use.
+void describe_subgroups(VkPhysicalDevice handle, const VkPhysicalDeviceVulkan13Features& features13,
+                        SubgroupSupport& support) {
+  VkPhysicalDeviceVulkan13Properties properties13{};
+  properties13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES;
+  VkPhysicalDeviceVulkan11Properties properties11{};
+  properties11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES;
+  properties11.pNext = &properties13;
+  VkPhysicalDeviceProperties2 properties{};
+  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties.pNext = &properties11;
+  vkGetPhysicalDeviceProperties2(handle, &properties);
+  const bool compute = (properties11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  support.size = properties11.subgroupSize;
+  support.arithmetic =
+      compute && (properties11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0;
+  support.ballot =
+      compute && (properties11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT) != 0;
+  support.size_control = features13.subgroupSizeControl == VK_TRUE &&
+                         features13.computeFullSubgroups == VK_TRUE &&
+                         (properties13.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  support.min_size = support.size_control ? properties13.minSubgroupSize : support.size;
+  support.max_size = support.size_control ? properties13.maxSubgroupSize : support.size;
+  support.max_workgroup_subgroups =
+      support.size_control ? properties13.maxComputeWorkgroupSubgroups : 0;
+}
+
 // SM count and threads per SM from VK_NV_shader_sm_builtins, when the device has it.
 Status describe_compute_units(VkPhysicalDevice handle, PhysicalDevice& device) {
   FERRY_ASSIGN_OR_RETURN(const bool sm_builtins,
@@ -332,6 +360,7 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
     device.cooperative_matrix.requested = value == "coopmat";
   }
   FERRY_RETURN_IF_ERROR(describe_compute_units(handle, device));
+  describe_subgroups(handle, features13, device.subgroups);
   device.info.queues.assign(device.queue_plan.queues.begin(), device.queue_plan.queues.end());
   return std::string();
 }

@@ -31,6 +31,8 @@ struct PhysicalDevice {
   DeviceFeatures features;                        // optional features ops may need
   // Optional, for faster paths only (never a reason to refuse an op): hamming_topk's scan.
   CooperativeMatrixSupport cooperative_matrix;
+  // Optional, for faster paths only: subgroup operations and size control (ibp_decode).
+  SubgroupSupport subgroups;
   // Compute units (NVIDIA: SMs) and the threads each runs at a time, when the driver says
   // (VK_NV_shader_sm_builtins); 0 when unknown. Ops size their grids by them.
   std::uint32_t compute_units = 0;

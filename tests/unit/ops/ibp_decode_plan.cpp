@@ -122,3 +122,60 @@ TEST_CASE("ibp_decode plan: items split over output and index windows, each deco
     }
   }
 }
+
+TEST_CASE("ibp_decode plan: the subgroup shader where the subgroup size can be required") {
+  using ferry::vulkan::choose_ibp_decode_shader;
+  using ferry::vulkan::IbpDecodeShader;
+  ferry::vulkan::SubgroupSupport nvidia;
+  nvidia.size = nvidia.min_size = nvidia.max_size = 32;
+  nvidia.size_control = nvidia.arithmetic = nvidia.ballot = true;
+  nvidia.max_workgroup_subgroups = 32;
+  IbpDecodeShader shader = choose_ibp_decode_shader(nvidia, 1024, false);
+  CHECK(shader.subgroup_size == 32);
+  CHECK(shader.teams == 8);
+  CHECK(choose_ibp_decode_shader(nvidia, 1024, true).subgroup_size == 0);  // asked for
+  ferry::vulkan::SubgroupSupport other = nvidia;
+  other.min_size = 8;  // lavapipe: 8 only
+  other.max_size = 8;
+  CHECK(choose_ibp_decode_shader(other, 1024, false).subgroup_size == 8);
+  other.min_size = 16;  // 32 preferred where it is in the range
+  other.max_size = 64;
+  CHECK(choose_ibp_decode_shader(other, 1024, false).subgroup_size == 32);
+  other.min_size = other.max_size = 64;  // fewer subgroups where the workgroup would be too large
+  shader = choose_ibp_decode_shader(other, 256, false);
+  CHECK(shader.subgroup_size == 64);
+  CHECK(shader.teams == 4);
+  other = nvidia;
+  other.size_control = false;  // the size might vary: portable
+  CHECK(choose_ibp_decode_shader(other, 1024, false).subgroup_size == 0);
+  other = nvidia;
+  other.arithmetic = false;
+  CHECK(choose_ibp_decode_shader(other, 1024, false).subgroup_size == 0);
+
+  // Teams per row from the row's chunks: short rows one team (8 rows per workgroup), long ones
+  // up to 8; every item still decoded once.
+  shader = choose_ibp_decode_shader(nvidia, 1024, false);
+  struct Case {
+    std::uint8_t size;
+    std::uint64_t row_elements;
+    std::uint32_t teams;
+  };
+  for (const Case c : {Case{8, 4096, 8}, Case{1, 4096, 8}, Case{1, 512, 1}, Case{4, 300, 4},
+                       Case{8, 33, 1}}) {
+    CAPTURE(c.size);
+    CAPTURE(c.row_elements);
+    const ferry::ibp::Layout layout = layout_of(c.size, 20 * c.row_elements - 1, c.row_elements, 4);
+    ferry::ops::IbpDecodeArgs whole;
+    whole.layout = layout;
+    whole.row_count = layout.rows;
+    const auto planned =
+        ferry::vulkan::plan_ibp_decode(whole, 0, 0, 1 << 20, 0, IbpDecodeLimits{}, shader);
+    REQUIRE(planned.ok());
+    REQUIRE(planned->size() == 2);
+    const IbpDecodeDispatch& d = (*planned)[1];
+    CHECK(d.push.teams_per_row == c.teams);
+    CHECK(d.group_count * (8 / c.teams) >= d.push.items);
+    CHECK((d.group_count - 1) * (8 / c.teams) < d.push.items);
+    CHECK(ferry::vulkan::ibp_decode_loop_iterations(d, shader) > 0);
+  }
+}

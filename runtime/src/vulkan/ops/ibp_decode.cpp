@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ferry/shaders/ibp_decode.comp.spv.h"
+#include "ferry/shaders/ibp_decode_subgroup.comp.spv.h"
 #include "ibp_decode_abi.h"
 #include "vulkan/buffer.hpp"
 #include "vulkan/spirv_layout.hpp"
@@ -17,14 +20,29 @@ using shaders::IbpDecodePushConstants;
 constexpr spirv::PushConstantLayout kLayout =
     spirv::push_constant_layout(shaders::ibp_decode_spv);
 static_assert(kLayout.found, "ibp_decode.comp must declare one push-constant block");
-static_assert(kLayout.member_count == 18);
+static_assert(kLayout.member_count == 19);
 static_assert(kLayout.offsets[0] == offsetof(IbpDecodePushConstants, flags));
 static_assert(kLayout.offsets[11] == offsetof(IbpDecodePushConstants, data_bytes));
-static_assert(kLayout.offsets[17] == offsetof(IbpDecodePushConstants, status_word));
+static_assert(kLayout.offsets[18] == offsetof(IbpDecodePushConstants, teams_per_row));
+constexpr spirv::PushConstantLayout kSubgroupLayout =
+    spirv::push_constant_layout(shaders::ibp_decode_subgroup_spv);
+static_assert(kSubgroupLayout.found && kSubgroupLayout.member_count == 19);
+static_assert(kSubgroupLayout.offsets[18] == offsetof(IbpDecodePushConstants, teams_per_row));
 static_assert(FERRY_IBP_DECODE_WORKGROUP_SIZE == ops::kIbpDecodeSliceLanes);
 
 // lavapipe ends a shader's loops after this many iterations in all (see rescore).
 constexpr std::uint64_t kLavapipeLoopIterations = 65535;
+
+constexpr const char* kShaderVariable = "FERRY_VULKAN_IBP_DECODE";
+
+// FERRY_VULKAN_IBP_DECODE: true for "portable", false for "subgroup" or unset.
+Result<bool> portable_asked() {
+  const char* value = std::getenv(kShaderVariable);
+  if (value == nullptr || value[0] == '\0' || std::string_view(value) == "subgroup") return false;
+  if (std::string_view(value) == "portable") return true;
+  return Status(ErrorCode::invalid_argument, std::string(kShaderVariable) + ": '" + value +
+                                                 "' is not portable or subgroup");
+}
 
 }  // namespace
 
@@ -35,10 +53,38 @@ Status IbpDecodePipeline::create(const DeviceContext& context) {
   limits_.max_group_count =
       std::min<std::uint32_t>(context.limits.maxComputeWorkGroupCount[0], 65535);
   loop_limit_ = context.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE ? kLavapipeLoopIterations : 0;
+  FERRY_ASSIGN_OR_RETURN(const bool portable, portable_asked());
+  shader_ = choose_ibp_decode_shader(context.subgroups,
+                                     context.limits.maxComputeWorkGroupInvocations, portable);
   // Binding 0: the stream window, 1: the output, 2: the status, 3: the indices.
-  FERRY_RETURN_IF_ERROR(
-      program_.create(context, shaders::ibp_decode_spv, 4, sizeof(IbpDecodePushConstants)));
-  FERRY_ASSIGN_OR_RETURN(pipeline_, program_.make_pipeline());
+  if (shader_.subgroup_size == 0) {
+    FERRY_RETURN_IF_ERROR(
+        program_.create(context, shaders::ibp_decode_spv, 4, sizeof(IbpDecodePushConstants)));
+    FERRY_ASSIGN_OR_RETURN(pipeline_, program_.make_pipeline());
+    return Status();
+  }
+  FERRY_RETURN_IF_ERROR(program_.create(context, shaders::ibp_decode_subgroup_spv, 4,
+                                        sizeof(IbpDecodePushConstants)));
+  const std::array<std::uint32_t, 3> constants = {shader_.subgroup_size, shader_.teams,
+                                                  shader_.subgroup_size * shader_.teams};
+  const std::array<VkSpecializationMapEntry, 3> entries = {{
+      {FERRY_IBP_DECODE_SUBGROUP_ID, 0, sizeof(std::uint32_t)},
+      {FERRY_IBP_DECODE_TEAMS_ID, 4, sizeof(std::uint32_t)},
+      {FERRY_IBP_DECODE_WORKGROUP_ID, 8, sizeof(std::uint32_t)},
+  }};
+  VkSpecializationInfo specialization{};
+  specialization.mapEntryCount = static_cast<std::uint32_t>(entries.size());
+  specialization.pMapEntries = entries.data();
+  specialization.dataSize = sizeof(constants);
+  specialization.pData = constants.data();
+  Result<VkPipeline> pipeline = program_.make_pipeline(&specialization, shader_.subgroup_size);
+  if (!pipeline.ok()) {
+    Status status = pipeline.status();
+    status.with_context("ibp_decode on Vulkan: making the pipeline for subgroups of " +
+                        std::to_string(shader_.subgroup_size));
+    return status;
+  }
+  pipeline_ = *pipeline;
   return Status();
 }
 
@@ -61,7 +107,7 @@ Result<std::vector<IbpDecodeDispatch>> IbpDecodePipeline::plan(
                   "ibp_decode on Vulkan: " + std::to_string(bindings.size()) + " bindings");
   }
   return plan_ibp_decode(args, bindings[0].offset, bindings[1].offset, bindings[2].offset,
-                         args.gather() ? bindings[3].offset : 0, limits_);
+                         args.gather() ? bindings[3].offset : 0, limits_, shader_);
 }
 
 Status IbpDecodePipeline::check(const ops::IbpDecodeArgs& args,
@@ -69,7 +115,7 @@ Status IbpDecodePipeline::check(const ops::IbpDecodeArgs& args,
   FERRY_ASSIGN_OR_RETURN(const std::vector<IbpDecodeDispatch> dispatches, plan(args, bindings));
   if (loop_limit_ > 0) {
     for (const IbpDecodeDispatch& dispatch : dispatches) {
-      const std::uint64_t iterations = ibp_decode_loop_iterations(dispatch);
+      const std::uint64_t iterations = ibp_decode_loop_iterations(dispatch, shader_);
       if (iterations > loop_limit_) {
         return Status(ErrorCode::unavailable,
                       "lavapipe ends a shader's loops after " + std::to_string(loop_limit_) +

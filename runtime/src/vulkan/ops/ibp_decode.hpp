@@ -1,9 +1,12 @@
-// ibp_decode on Vulkan: the compute pipeline of shaders/ibp_decode.comp (four storage buffers
-// bound with push descriptors: the stream, output, status and indices windows; the push constants
-// of shaders/ibp_decode_abi.h) and its window planning (ibp_decode_plan.hpp).
+// ibp_decode on Vulkan: the compute pipeline of shaders/ibp_decode_subgroup.comp where the device
+// can pin its subgroup size (choose_ibp_decode_shader), else of the portable
+// shaders/ibp_decode.comp (four storage buffers bound with push descriptors: the stream, output,
+// status and indices windows; the push constants of shaders/ibp_decode_abi.h) and its window
+// planning (ibp_decode_plan.hpp). FERRY_VULKAN_IBP_DECODE=portable takes the portable shader
+// everywhere (tests, measurements); =subgroup is the default.
 //
-// 64-bit values are pairs of words and narrow elements are packed in shared memory, so the
-// shader needs no optional feature (kNeeds).
+// 64-bit values are pairs of words and narrow elements are packed in words, so neither shader
+// needs an optional feature (kNeeds); subgroup size control only picks the faster one.
 #pragma once
 
 #include <volk.h>
@@ -41,6 +44,7 @@ class IbpDecodePipeline {
                                               std::span<const backend::Binding> bindings) const;
 
   const DeviceContext* context_ = nullptr;
+  IbpDecodeShader shader_;  // which shader program_ holds
   ComputeProgram program_;
   VkPipeline pipeline_ = VK_NULL_HANDLE;
   IbpDecodeLimits limits_;

@@ -34,7 +34,8 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
                                                        std::uint64_t output_offset,
                                                        std::uint64_t status_offset,
                                                        std::uint64_t indices_offset,
-                                                       const IbpDecodeLimits& limits) {
+                                                       const IbpDecodeLimits& limits,
+                                                       const IbpDecodeShader& shader) {
   const ibp::Layout& layout = args.layout;
   const std::uint64_t es = layout.element_size;
   if (args.row_count == 0 || layout.rows == 0 || layout.group_rows == 0 ||
@@ -79,6 +80,18 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
   common.slot_bytes = static_cast<std::uint32_t>(slot);
   common.status_word = static_cast<std::uint32_t>((status_offset - status.offset) / 4);
 
+  // Items per workgroup: one (portable); subgroup shader: its teams / the teams per item.
+  std::uint64_t items_per_group = 1;
+  if (shader.subgroup_size != 0) {
+    const std::uint64_t units =
+        es == 8 ? layout.row_elements : (layout.row_elements * es + 3) / 4;
+    const std::uint64_t chunks = (units + shader.subgroup_size - 1) / shader.subgroup_size;
+    std::uint32_t teams = 1;
+    while (teams * 2 <= shader.teams && teams * kIbpDecodeChunksPerTeam < chunks) teams *= 2;
+    common.teams_per_row = teams;
+    items_per_group = shader.teams / teams;
+  }
+
   std::vector<IbpDecodeDispatch> dispatches;
   IbpDecodeDispatch clear;
   clear.stream = stream;
@@ -114,7 +127,8 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
     } else {
       dispatch.push.first_row = static_cast<std::uint32_t>(args.first_row + first);
     }
-    dispatch.group_count = static_cast<std::uint32_t>(std::min<std::uint64_t>(items, max_groups));
+    dispatch.group_count = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>((items + items_per_group - 1) / items_per_group, max_groups));
     dispatches.push_back(dispatch);
     first += items;
   }
@@ -125,8 +139,38 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
 
 namespace ferry::vulkan {
 
-std::uint64_t ibp_decode_loop_iterations(const IbpDecodeDispatch& dispatch) {
+IbpDecodeShader choose_ibp_decode_shader(const SubgroupSupport& subgroups,
+                                         std::uint32_t max_workgroup_invocations, bool portable) {
+  if (portable || !subgroups.arithmetic || !subgroups.ballot || !subgroups.size_control) return {};
+  const std::uint32_t size = std::clamp<std::uint32_t>(32, subgroups.min_size, subgroups.max_size);
+  if (size < 4 || size > 128 || (size & (size - 1)) != 0) return {};
+  std::uint32_t teams = 8;
+  while (teams > 1 && (teams * size > max_workgroup_invocations ||
+                       teams > subgroups.max_workgroup_subgroups)) {
+    teams /= 2;
+  }
+  if (teams * size > max_workgroup_invocations || teams > subgroups.max_workgroup_subgroups) {
+    return {};
+  }
+  return {size, teams};
+}
+
+std::uint64_t ibp_decode_loop_iterations(const IbpDecodeDispatch& dispatch,
+                                         const IbpDecodeShader& shader) {
   const std::uint64_t groups = std::max<std::uint32_t>(dispatch.group_count, 1);
+  if (shader.subgroup_size != 0) {
+    const std::uint64_t es = dispatch.push.element_size;
+    const std::uint64_t teams = std::max<std::uint32_t>(dispatch.push.teams_per_row, 1);
+    const std::uint64_t per_round = groups * std::max<std::uint64_t>(shader.teams / teams, 1);
+    const std::uint64_t rounds = (dispatch.push.items + per_round - 1) / per_round;
+    const std::uint64_t units = es == 8 ? dispatch.push.row_elements
+                                        : (dispatch.push.row_elements * es + 3) / 4 + 1;
+    const std::uint64_t chunks = (units + shader.subgroup_size - 1) / shader.subgroup_size;
+    const std::uint64_t segment = (chunks + teams - 1) / teams;
+    const std::uint64_t words = (std::uint64_t{dispatch.push.row_elements} * es + 3) / 4 + 1;
+    const std::uint64_t zero = (words + teams * shader.subgroup_size - 1) / (teams * shader.subgroup_size);
+    return rounds * (1 + teams + segment * (2 + 2 * 16) + 2 * zero) + 1;
+  }
   const std::uint64_t items = (dispatch.push.items + groups - 1) / groups;
   const std::uint64_t per = dispatch.push.element_size < 4 ? 4 / dispatch.push.element_size : 1;
   const std::uint64_t chunks = (std::uint64_t{dispatch.push.row_elements} + 32 * per - 1) / (32 * per);

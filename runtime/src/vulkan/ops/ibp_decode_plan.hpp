@@ -16,6 +16,7 @@
 #include "ferry/status.hpp"
 #include "ibp_decode_abi.h"
 #include "ops/ibp_decode.hpp"
+#include "vulkan/context.hpp"
 
 namespace ferry::vulkan {
 
@@ -36,6 +37,27 @@ struct IbpDecodeDispatch {
   shaders::IbpDecodePushConstants push{};
 };
 
+// Which shader decodes. subgroup_size 0: shaders/ibp_decode.comp, the portable one (a workgroup
+// of 32 invocations per item, scans through shared memory). Else shaders/ibp_decode_subgroup.comp
+// with subgroups of exactly subgroup_size invocations (required with size control) and `teams`
+// subgroups per workgroup, 1 to 8 of them decoding an item (IbpDecodeDispatch::push.teams_per_row).
+struct IbpDecodeShader {
+  std::uint32_t subgroup_size = 0;
+  std::uint32_t teams = 0;
+};
+
+// The subgroup shader where the device has subgroup arithmetic and ballots in compute shaders and
+// can require a subgroup size of 4 to 128 with full subgroups: 32 where it can (NVIDIA: always),
+// else the nearest it offers (lavapipe: 8); 8 subgroups per workgroup, fewer where the device's
+// limits say so. Else (or with `portable`) the portable shader.
+IbpDecodeShader choose_ibp_decode_shader(const SubgroupSupport& subgroups,
+                                         std::uint32_t max_workgroup_invocations, bool portable);
+
+// The subgroup shader gives an item a team (subgroup) per this many chunks of subgroup_size units
+// (words of narrow elements, elements of 8 bytes), up to its teams: short rows get one team each
+// (several rows per workgroup), long ones several.
+inline constexpr std::uint64_t kIbpDecodeChunksPerTeam = 4;
+
 // A row of more bytes than this is refused: the shader counts a row's bits in 32 bits.
 inline constexpr std::uint64_t kVulkanIbpMaxRowBytes = std::uint64_t{1} << 28;
 
@@ -47,17 +69,21 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
                                                        std::uint64_t output_offset,
                                                        std::uint64_t status_offset,
                                                        std::uint64_t indices_offset,
-                                                       const IbpDecodeLimits& limits);
+                                                       const IbpDecodeLimits& limits,
+                                                       const IbpDecodeShader& shader = {});
 
 }  // namespace ferry::vulkan
 
 namespace ferry::vulkan {
 
-// An upper bound of the loop iterations one invocation of shaders/ibp_decode.comp runs in
+// An upper bound of the loop iterations one invocation of `shader` runs in
 // `dispatch` (its loops together), for lavapipe, which silently ends a shader's loops after 65535
 // iterations: items per workgroup x (chunks decoded and zeroed twice, each with an invocation's
 // elements, a word's worth of narrow ones, read twice and deposited over at most 32 runs of
 // zeros).
-std::uint64_t ibp_decode_loop_iterations(const IbpDecodeDispatch& dispatch);
+// (The subgroup shader: item rounds x (its segment's chunks, each read twice and deposited over
+// at most 32 runs, the zeroing of its share of a slot, and the teams' sums).)
+std::uint64_t ibp_decode_loop_iterations(const IbpDecodeDispatch& dispatch,
+                                         const IbpDecodeShader& shader = {});
 
 }  // namespace ferry::vulkan
