@@ -4,9 +4,12 @@
 // range, then merged) and column tiles.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "core/checked.hpp"
@@ -99,9 +102,11 @@ void count_ones(const std::byte* data, const Layout& l, std::uint64_t row_begin,
 }
 
 // Steps 2-4's order of the format for one column of n elements: the majority values V and the
-// nested masks M_0 .. M_W (M[k] = the first k bits of the order).
+// nested masks M_0 .. M_W (nested[k x stride] = the first k bits of the order). Returns how many
+// bits are constant (every element agrees: they come first, so m_k = n for k up to it).
 template <typename T>
-void order_bits(const std::uint32_t* ones, std::uint64_t n, T* majority, T* nested) {
+unsigned order_bits(const std::uint32_t* ones, std::uint64_t n, T* majority, T* nested,
+                    std::uint64_t stride) {
   constexpr unsigned W = kBits<T>;
   std::array<std::uint64_t, 64> keys{};
   T v = 0;
@@ -122,58 +127,170 @@ void order_bits(const std::uint32_t* ones, std::uint64_t n, T* majority, T* nest
   }
   std::sort(keys.begin() + constant, keys.begin() + W, std::greater<>());
   *majority = v;
+  T prefix = 0;
   nested[0] = 0;
   for (unsigned k = 0; k < W; ++k) {
-    nested[k + 1] = static_cast<T>(nested[k] | (T{1} << (keys[k] & 0xffu)));
+    prefix = static_cast<T>(prefix | (T{1} << (keys[k] & 0xffu)));
+    nested[(k + 1) * stride] = prefix;
   }
+  return constant;
 }
 
-// The largest k with (d & M_k) == 0, M = a column's nested masks M_0 .. M_W: a binary search
-// unrolled into selects (the outcome is data: branches would mispredict) over [0, W - 1], then
-// one step more for k = W.
-template <typename T>
-inline unsigned agreeing_prefix(T d, const T* m) {
-  constexpr unsigned W = kBits<T>;
-  const auto step = [&](unsigned k, unsigned size) { return (d & m[k + size]) == 0 ? k + size : k; };
-  unsigned k = 0;
-  if constexpr (W >= 64) k = step(k, 32);
-  if constexpr (W >= 32) k = step(k, 16);
-  if constexpr (W >= 16) k = step(k, 8);
-  k = step(k, 4);
-  k = step(k, 2);
-  k = step(k, 1);
-  return step(k, 1);
+// SIMD for the passes over elements: the counting kernels are written once with GCC's and
+// Clang's vector extension (vector_size(B) lanes of a signed T: comparisons give -1 per true lane)
+// and compiled for 16-byte vectors (SSE2 / NEON, scalar code elsewhere) and, on x86-64, for AVX2
+// and AVX-512BW, picked at run time.
+template <typename T, unsigned B>
+struct Lanes {
+  using S = std::make_signed_t<T>;
+  typedef S type __attribute__((vector_size(B)));
+  static constexpr unsigned count = B / sizeof(T);
+};
+
+enum class Isa { base, avx2, avx512 };
+// FERRY_IBP_HOST_ISA=base or avx2 caps it (the tests run every kernel on one machine).
+Isa host_isa() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const Isa isa = [] {
+    const char* cap = std::getenv("FERRY_IBP_HOST_ISA");
+    const std::string_view limit = cap != nullptr ? cap : "";
+    if (limit == "base") return Isa::base;
+    if (__builtin_cpu_supports("avx512bw") && limit != "avx2") return Isa::avx512;
+    return __builtin_cpu_supports("avx2") ? Isa::avx2 : Isa::base;
+  }();
+  return isa;
+#else
+  return Isa::base;
+#endif
 }
 
-// hist[c x (W + 1) + k] += how many elements x of column c0 + c in rows [row_begin, row_end)
-// agree with V on exactly the first k bits of the order (the largest k with (x ^ V) & M_k == 0).
-template <typename T>
-void count_agreement(const std::byte* data, const Layout& l, std::uint64_t row_begin,
-                     std::uint64_t row_end, std::uint64_t c0, std::uint64_t width,
-                     const T* majority, const T* nested, std::uint32_t* hist) {
+// Rows counted in lanes of T between flushes into the 32-bit totals: a byte lane counts up to
+// 255, and 255 rows of a few vectors stay in L1 while each vector of columns walks down them.
+constexpr std::uint64_t kBlockRows = 255;
+
+// matching[c x (W + 1) + k] += m_k of step 4 for column c0 + c over rows [row_begin, row_end):
+// how many of its elements x have ((x ^ V) & M_k) == 0, for k = k_first + 1 .. W (k <= k_first
+// are the column's constant bits: every element agrees, the caller counts them). One comparison
+// per k and element, in vectors of columns: (x ^ V) & M_k == 0 holds for a prefix of k, so these
+// counts are the step's m_k without a histogram. nested_by_k[k x kTileColumns + c] = M_k of
+// column c0 + c.
+template <typename T, unsigned B>
+[[gnu::always_inline]] inline void count_matching_lanes(
+    const std::byte* data, const Layout& l, std::uint64_t row_begin, std::uint64_t row_end,
+    std::uint64_t c0, std::uint64_t width, const T* majority, const T* nested_by_k,
+    unsigned k_first, std::uint32_t* matching) {
   constexpr unsigned W = kBits<T>;
-  std::vector<T> x(kTileColumns);
-  for (std::uint64_t r = row_begin; r < row_end; ++r) {
-    const std::uint64_t n = l.row_elements_of(r);
-    if (n <= c0) continue;
-    const std::uint64_t cols = std::min(width, n - c0);
-    std::memcpy(x.data(), data + (r * l.row_elements + c0) * sizeof(T), cols * sizeof(T));
-    for (std::uint64_t c = 0; c < cols; ++c) {
-      const T d = static_cast<T>(x[c] ^ majority[c]);
-      ++hist[c * (W + 1) + agreeing_prefix<T>(d, nested + c * (W + 1))];
+  using V = typename Lanes<T, B>::type;
+  using S = typename Lanes<T, B>::S;
+  constexpr unsigned L = Lanes<T, B>::count;
+  // Columns of a strip: 256 bytes of each row, 4 cache lines read together (one vector of
+  // columns walking down the rows alone waits on every row's line).
+  constexpr unsigned U = 256 / B;
+  constexpr unsigned strip = U * L;
+  const V zero = {};
+  // Lane i of the strip's vector u from column (cv + u x L + i) of `column`, 0 past the tile.
+  S lanes[strip];
+  const auto gather = [&](std::uint64_t cv, V* out, const auto& column) {
+    for (unsigned i = 0; i < strip; ++i) {
+      lanes[i] = cv + i < width ? static_cast<S>(column(cv + i)) : S{0};
+    }
+    std::memcpy(out, lanes, sizeof(V) * U);
+  };
+  for (std::uint64_t cv = 0; cv < width; cv += strip) {
+    V vmaj[U];
+    gather(cv, vmaj, [&](std::uint64_t c) { return majority[c]; });
+    V m[W + 1][U];
+    for (unsigned k = k_first + 1; k <= W; ++k) {
+      gather(cv, m[k], [&](std::uint64_t c) { return nested_by_k[k * kTileColumns + c]; });
+    }
+    for (std::uint64_t r0 = row_begin; r0 < row_end; r0 += kBlockRows) {
+      const std::uint64_t r1 = std::min(row_end, r0 + kBlockRows);
+      V acc[W + 1][U];
+      for (unsigned k = k_first + 1; k <= W; ++k) {
+        for (unsigned u = 0; u < U; ++u) acc[k][u] = zero;
+      }
+      for (std::uint64_t r = r0; r < r1; ++r) {
+        const std::uint64_t n = l.row_elements_of(r);
+        const std::uint64_t have = n > c0 + cv ? std::min<std::uint64_t>(strip, n - c0 - cv) : 0;
+        const std::byte* at = data + (r * l.row_elements + c0 + cv) * sizeof(T);
+        V d[U];
+        if (have == strip && cv + strip <= width) {
+          std::memcpy(d, at, sizeof(d));
+          for (unsigned u = 0; u < U; ++u) d[u] ^= vmaj[u];
+        } else {
+          // Lanes past the row or the tile: all ones agree with no M_k (k >= 1), so they count
+          // for none of the k computed here.
+          for (unsigned i = 0; i < strip; ++i) {
+            lanes[i] = i < have && cv + i < width
+                           ? static_cast<S>(load<T>(at + i * sizeof(T)) ^ majority[cv + i])
+                           : S{-1};
+          }
+          std::memcpy(d, lanes, sizeof(d));
+        }
+        for (unsigned k = k_first + 1; k <= W; ++k) {
+          for (unsigned u = 0; u < U; ++u) acc[k][u] -= (d[u] & m[k][u]) == zero;
+        }
+      }
+      for (unsigned k = k_first + 1; k <= W; ++k) {
+        std::memcpy(lanes, acc[k], sizeof(V) * U);
+        for (unsigned i = 0; i < strip && cv + i < width; ++i) {
+          matching[(cv + i) * (W + 1) + k] += static_cast<T>(lanes[i]);
+        }
+      }
     }
   }
 }
 
-// Steps 4-5: the k with the largest k x m_k (the smallest k on ties).
-template <unsigned W>
-unsigned best_k(const std::uint32_t* hist) {
-  std::array<std::uint64_t, W + 1> matching{};
-  std::uint64_t sum = 0;
-  for (unsigned k = W + 1; k-- > 0;) {
-    sum += hist[k];
-    matching[k] = sum;
+template <typename T>
+void count_matching_base(const std::byte* data, const Layout& l, std::uint64_t row_begin,
+                         std::uint64_t row_end, std::uint64_t c0, std::uint64_t width,
+                         const T* majority, const T* nested_by_k, unsigned k_first,
+                         std::uint32_t* matching) {
+  count_matching_lanes<T, 16>(data, l, row_begin, row_end, c0, width, majority, nested_by_k,
+                              k_first, matching);
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+template <typename T>
+__attribute__((target("avx2"))) void count_matching_avx2(
+    const std::byte* data, const Layout& l, std::uint64_t row_begin, std::uint64_t row_end,
+    std::uint64_t c0, std::uint64_t width, const T* majority, const T* nested_by_k,
+    unsigned k_first, std::uint32_t* matching) {
+  count_matching_lanes<T, 32>(data, l, row_begin, row_end, c0, width, majority, nested_by_k,
+                              k_first, matching);
+}
+template <typename T>
+__attribute__((target("avx512f,avx512bw"))) void count_matching_avx512(
+    const std::byte* data, const Layout& l, std::uint64_t row_begin, std::uint64_t row_end,
+    std::uint64_t c0, std::uint64_t width, const T* majority, const T* nested_by_k,
+    unsigned k_first, std::uint32_t* matching) {
+  count_matching_lanes<T, 64>(data, l, row_begin, row_end, c0, width, majority, nested_by_k,
+                              k_first, matching);
+}
+#endif
+
+template <typename T>
+void count_matching(const std::byte* data, const Layout& l, std::uint64_t row_begin,
+                    std::uint64_t row_end, std::uint64_t c0, std::uint64_t width,
+                    const T* majority, const T* nested_by_k, unsigned k_first,
+                    std::uint32_t* matching) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  switch (host_isa()) {
+    case Isa::avx512:
+      return count_matching_avx512<T>(data, l, row_begin, row_end, c0, width, majority,
+                                      nested_by_k, k_first, matching);
+    case Isa::avx2:
+      return count_matching_avx2<T>(data, l, row_begin, row_end, c0, width, majority,
+                                    nested_by_k, k_first, matching);
+    case Isa::base: break;
   }
+#endif
+  count_matching_base<T>(data, l, row_begin, row_end, c0, width, majority, nested_by_k, k_first,
+                         matching);
+}
+
+// Step 5: the k with the largest k x m_k (the smallest k on ties), matching[k] = m_k.
+template <unsigned W>
+unsigned best_k(const std::uint32_t* matching) {
   unsigned best = 0;
   std::uint64_t best_product = 0;
   for (unsigned k = 1; k <= W; ++k) {
@@ -205,9 +322,10 @@ void analyze_group(const std::byte* data, const Layout& l, std::uint64_t g, unsi
     *end = first + rows * (part + 1) / parts;
   };
   std::vector<std::uint32_t> ones;
-  std::vector<std::uint32_t> hist;
+  std::vector<std::uint32_t> matching;  // per column m_0 .. m_W
   std::vector<T> majority;
-  std::vector<T> nested;
+  std::vector<T> nested;                // per tile M_k of its columns, k-major
+  std::vector<unsigned> k_first;        // per tile: the fewest constant bits of its columns
   for (std::uint64_t tile0 = 0; tile0 < tiles; tile0 += batch) {
     const std::uint64_t tile_count = std::min(batch, tiles - tile0);
     const std::uint64_t items = tile_count * parts;
@@ -224,6 +342,7 @@ void analyze_group(const std::byte* data, const Layout& l, std::uint64_t g, unsi
     });
     majority.assign(tile_count * kTileColumns, T{0});
     nested.assign(tile_count * kTileColumns * (W + 1), T{0});
+    k_first.assign(tile_count, W);
     parallel_for(tile_count, threads, [&](std::size_t t) {
       const auto [c0, width] = tile_columns(t);
       std::uint32_t* sum = ones.data() + t * parts * kTileColumns * W;
@@ -233,30 +352,35 @@ void analyze_group(const std::byte* data, const Layout& l, std::uint64_t g, unsi
       }
       for (std::uint64_t c = 0; c < width; ++c) {
         const std::uint64_t n = rows - (c0 + c >= last_row_elements ? 1 : 0);
-        order_bits<T>(sum + c * W, n, &majority[t * kTileColumns + c],
-                      &nested[(t * kTileColumns + c) * (W + 1)]);
+        const unsigned constant =
+            order_bits<T>(sum + c * W, n, &majority[t * kTileColumns + c],
+                          &nested[t * kTileColumns * (W + 1) + c], kTileColumns);
+        k_first[t] = std::min(k_first[t], constant);
       }
     });
-    hist.assign(items * kTileColumns * (W + 1), 0);
+    matching.assign(items * kTileColumns * (W + 1), 0);
     parallel_for(items, threads, [&](std::size_t i) {
       const std::uint64_t t = i / parts;
       const auto [c0, width] = tile_columns(t);
       std::uint64_t begin = 0, end = 0;
       part_rows(i % parts, &begin, &end);
-      count_agreement<T>(data, l, begin, end, c0, width, &majority[t * kTileColumns],
-                         &nested[t * kTileColumns * (W + 1)],
-                         hist.data() + i * kTileColumns * (W + 1));
+      count_matching<T>(data, l, begin, end, c0, width, &majority[t * kTileColumns],
+                        &nested[t * kTileColumns * (W + 1)], k_first[t],
+                        matching.data() + i * kTileColumns * (W + 1));
     });
     parallel_for(tile_count, threads, [&](std::size_t t) {
       const auto [c0, width] = tile_columns(t);
-      std::uint32_t* sum = hist.data() + t * parts * kTileColumns * (W + 1);
+      std::uint32_t* sum = matching.data() + t * parts * kTileColumns * (W + 1);
       for (std::uint64_t p = 1; p < parts; ++p) {
         const std::uint32_t* part = sum + p * kTileColumns * (W + 1);
         for (std::uint64_t i = 0; i < width * (W + 1); ++i) sum[i] += part[i];
       }
       for (std::uint64_t c = 0; c < width; ++c) {
-        const unsigned k = best_k<W>(sum + c * (W + 1));
-        const T mask = nested[(t * kTileColumns + c) * (W + 1) + k];
+        const std::uint64_t n = rows - (c0 + c >= last_row_elements ? 1 : 0);
+        std::uint32_t* m = sum + c * (W + 1);
+        for (unsigned k = 0; k <= k_first[t]; ++k) m[k] = static_cast<std::uint32_t>(n);
+        const unsigned k = best_k<W>(m);
+        const T mask = nested[(t * (W + 1) + k) * kTileColumns + c];
         const std::uint64_t at = g * R + c0 + c;
         masks.mask[at] = mask;
         masks.value[at] = static_cast<T>(majority[t * kTileColumns + c] & mask);
