@@ -26,16 +26,6 @@ using ferry::detail::pieces_of;
 
 // Columns analysed together: their counters stay in L2.
 constexpr std::uint64_t kTileColumns = 1024;
-// 16-byte vectors of T (GCC's and Clang's vector extension: SSE2 / NEON, scalar code elsewhere):
-// the bit counts are written with them because -O2 does not vectorize the plain loop.
-template <typename T>
-struct Vector16;
-template <> struct Vector16<std::uint8_t> { typedef std::uint8_t type __attribute__((vector_size(16))); };
-template <> struct Vector16<std::uint16_t> { typedef std::uint16_t type __attribute__((vector_size(16))); };
-template <> struct Vector16<std::uint32_t> { typedef std::uint32_t type __attribute__((vector_size(16))); };
-template <> struct Vector16<std::uint64_t> { typedef std::uint64_t type __attribute__((vector_size(16))); };
-template <typename T>
-constexpr std::uint64_t kVectorLanes = 16 / sizeof(T);
 // Rows per range of a group analysed by one thread, at least.
 constexpr std::uint64_t kMinRowsPerPart = 512;
 // Rows per task of the row passes.
@@ -57,49 +47,6 @@ struct Masks {
   std::vector<std::uint8_t> variable_bits;
   std::vector<std::uint8_t> variable_shift;
 };
-
-// ones[c x W + b] += how many rows of [row_begin, row_end) have bit b set in column c0 + c.
-template <typename T>
-void count_ones(const std::byte* data, const Layout& l, std::uint64_t row_begin,
-                std::uint64_t row_end, std::uint64_t c0, std::uint64_t width, std::uint32_t* ones) {
-  constexpr unsigned W = kBits<T>;
-  std::vector<T> acc(8 * kTileColumns, T{0});
-  std::vector<T> x(kTileColumns);
-  unsigned pending = 0;
-  const auto flush = [&] {
-    for (std::uint64_t c = 0; c < width; ++c) {
-      for (unsigned j = 0; j < 8; ++j) {
-        const T lanes = acc[j * kTileColumns + c];
-        for (unsigned i = 0; i < sizeof(T); ++i) {
-          ones[c * W + 8 * i + j] += static_cast<std::uint32_t>((lanes >> (8 * i)) & 0xffu);
-        }
-      }
-    }
-    std::fill(acc.begin(), acc.end(), T{0});
-    pending = 0;
-  };
-  using V = typename Vector16<T>::type;
-  for (std::uint64_t r = row_begin; r < row_end; ++r) {
-    const std::uint64_t n = l.row_elements_of(r);
-    if (n <= c0) continue;
-    const std::uint64_t cols = std::min(width, n - c0);
-    std::memcpy(x.data(), data + (r * l.row_elements + c0) * sizeof(T), cols * sizeof(T));
-    // Whole vectors: the tile's buffers are padded, the columns past the row count zeros.
-    std::fill(x.begin() + static_cast<std::ptrdiff_t>(cols), x.end(), T{0});
-    for (std::uint64_t c = 0; c < cols; c += kVectorLanes<T>) {
-      V v;
-      std::memcpy(&v, &x[c], sizeof(V));
-      for (unsigned j = 0; j < 8; ++j) {
-        V a;
-        std::memcpy(&a, &acc[j * kTileColumns + c], sizeof(V));
-        a += (v >> j) & kLanes<T>;
-        std::memcpy(&acc[j * kTileColumns + c], &a, sizeof(V));
-      }
-    }
-    if (++pending == 255) flush();  // a byte lane counts up to 255
-  }
-  if (pending > 0) flush();
-}
 
 // Steps 2-4's order of the format for one column of n elements: the majority values V and the
 // nested masks M_0 .. M_W (nested[k x stride] = the first k bits of the order). Returns how many
@@ -286,6 +233,89 @@ void count_matching(const std::byte* data, const Layout& l, std::uint64_t row_be
 #endif
   count_matching_base<T>(data, l, row_begin, row_end, c0, width, majority, nested_by_k, k_first,
                          matching);
+}
+
+// ones[c x W + b] += how many rows of [row_begin, row_end) have bit b set in column c0 + c
+// (step 1). Byte-wide counters: (x >> j) & 0x0101.. holds bits j, j + 8, .. of x, one per byte,
+// so one addition counts 8 bits of every lane; a strip of 256 bytes of columns walks down a block
+// of 255 rows (a byte counts up to 255) with its 8 counters in registers.
+template <typename T, unsigned B>
+[[gnu::always_inline]] inline void count_ones_lanes(const std::byte* data, const Layout& l,
+                                                    std::uint64_t row_begin, std::uint64_t row_end,
+                                                    std::uint64_t c0, std::uint64_t width,
+                                                    std::uint32_t* ones) {
+  constexpr unsigned W = kBits<T>;
+  using V = typename Lanes<T, B>::type;
+  constexpr unsigned L = Lanes<T, B>::count;
+  constexpr unsigned U = 256 / B;
+  constexpr unsigned strip = U * L;
+  V bytes_lsb = {};
+  bytes_lsb += static_cast<typename Lanes<T, B>::S>(kLanes<T>);
+  alignas(64) std::uint8_t counts[8][strip * sizeof(T)];
+  for (std::uint64_t cv = 0; cv < width; cv += strip) {
+    const std::uint64_t cols = std::min<std::uint64_t>(strip, width - cv);
+    for (std::uint64_t r0 = row_begin; r0 < row_end; r0 += kBlockRows) {
+      const std::uint64_t r1 = std::min(row_end, r0 + kBlockRows);
+      V acc[8][U] = {};
+      for (std::uint64_t r = r0; r < r1; ++r) {
+        const std::uint64_t n = l.row_elements_of(r);
+        const std::uint64_t have = n > c0 + cv ? std::min<std::uint64_t>(cols, n - c0 - cv) : 0;
+        const std::byte* at = data + (r * l.row_elements + c0 + cv) * sizeof(T);
+        V x[U];
+        if (have == strip) {
+          std::memcpy(x, at, sizeof(x));
+        } else {
+          std::memset(x, 0, sizeof(x));  // columns past the row or the tile count no ones
+          std::memcpy(x, at, have * sizeof(T));
+        }
+        for (unsigned j = 0; j < 8; ++j) {
+          for (unsigned u = 0; u < U; ++u) acc[j][u] += (x[u] >> j) & bytes_lsb;
+        }
+      }
+      for (unsigned j = 0; j < 8; ++j) std::memcpy(counts[j], acc[j], sizeof(acc[j]));
+      for (std::uint64_t c = 0; c < cols; ++c) {
+        std::uint32_t* column = ones + (cv + c) * W;
+        for (unsigned i = 0; i < sizeof(T); ++i) {
+          for (unsigned j = 0; j < 8; ++j) column[8 * i + j] += counts[j][c * sizeof(T) + i];
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void count_ones_base(const std::byte* data, const Layout& l, std::uint64_t row_begin,
+                     std::uint64_t row_end, std::uint64_t c0, std::uint64_t width,
+                     std::uint32_t* ones) {
+  count_ones_lanes<T, 16>(data, l, row_begin, row_end, c0, width, ones);
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+template <typename T>
+__attribute__((target("avx2"))) void count_ones_avx2(const std::byte* data, const Layout& l,
+                                                     std::uint64_t row_begin, std::uint64_t row_end,
+                                                     std::uint64_t c0, std::uint64_t width,
+                                                     std::uint32_t* ones) {
+  count_ones_lanes<T, 32>(data, l, row_begin, row_end, c0, width, ones);
+}
+template <typename T>
+__attribute__((target("avx512f,avx512bw"))) void count_ones_avx512(
+    const std::byte* data, const Layout& l, std::uint64_t row_begin, std::uint64_t row_end,
+    std::uint64_t c0, std::uint64_t width, std::uint32_t* ones) {
+  count_ones_lanes<T, 64>(data, l, row_begin, row_end, c0, width, ones);
+}
+#endif
+
+template <typename T>
+void count_ones(const std::byte* data, const Layout& l, std::uint64_t row_begin,
+                std::uint64_t row_end, std::uint64_t c0, std::uint64_t width, std::uint32_t* ones) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  switch (host_isa()) {
+    case Isa::avx512: return count_ones_avx512<T>(data, l, row_begin, row_end, c0, width, ones);
+    case Isa::avx2: return count_ones_avx2<T>(data, l, row_begin, row_end, c0, width, ones);
+    case Isa::base: break;
+  }
+#endif
+  count_ones_base<T>(data, l, row_begin, row_end, c0, width, ones);
 }
 
 // Step 5: the k with the largest k x m_k (the smallest k on ties), matching[k] = m_k.
