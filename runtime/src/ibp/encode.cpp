@@ -447,10 +447,34 @@ std::uint32_t size_row(const std::byte* row, std::uint64_t n, const T* mask, con
                                  static_cast<std::uint32_t>(RowMode::raw);
 }
 
-template <typename T>
-void write_row(const std::byte* row, std::uint64_t n, const T* mask, const T* value,
-               const std::uint8_t* variable_bits, const std::uint8_t* variable_shift, RowMode mode,
-               std::byte* out) {
+// A matching element's variable bits: pext(x, ~mask). With BMI2 the instruction (columns whose
+// variable bits are several runs, as a float's sign and low mantissa, are common); without it a
+// shift for a single run (field_shift) and the portable loop for several.
+template <typename T, bool kPext>
+[[gnu::always_inline]] inline std::uint64_t variable_field(T x, T mask, unsigned width,
+                                                           std::uint8_t shift) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if constexpr (kPext) {
+    // The instruction by inline assembly: the intrinsic would need the BMI2 target on every
+    // function it is inlined through; this runs only where fast_pext() said so.
+    std::uint64_t out;
+    const std::uint64_t variable = static_cast<T>(~mask);
+    asm("pextq %2, %1, %0" : "=r"(out) : "r"(std::uint64_t{x}), "r"(variable));
+    (void)width;
+    (void)shift;
+    return out;
+  }
+#endif
+  return extract_field(x, static_cast<T>(~mask), width, shift);
+}
+
+// Writes one row in its mode; the fields of a row are chosen without branches on the data (a
+// row's matches are a coin toss for the branch predictor).
+template <typename T, bool kPext>
+[[gnu::always_inline]] inline void write_row(const std::byte* row, std::uint64_t n, const T* mask,
+                                             const T* value, const std::uint8_t* variable_bits,
+                                             const std::uint8_t* variable_shift, RowMode mode,
+                                             std::byte* out) {
   constexpr unsigned W = kBits<T>;
   if (mode == RowMode::raw) {
     std::memcpy(out, row, n * sizeof(T));
@@ -461,7 +485,7 @@ void write_row(const std::byte* row, std::uint64_t n, const T* mask, const T* va
     BitWriter writer(out);
     for (std::uint64_t c = 0; c < n; ++c) {
       const T x = load<T>(row + c * sizeof(T));
-      writer.put(extract_field(x, static_cast<T>(~mask[c]), variable_bits[c], variable_shift[c]),
+      writer.put(variable_field<T, kPext>(x, mask[c], variable_bits[c], variable_shift[c]),
                  variable_bits[c]);
     }
     writer.finish();
@@ -469,23 +493,70 @@ void write_row(const std::byte* row, std::uint64_t n, const T* mask, const T* va
   }
   std::byte* bitmap = out;
   BitWriter writer(out + pieces_of(n, 32) * 4);
-  std::uint32_t word = 0;
-  for (std::uint64_t c = 0; c < n; ++c) {
-    const T x = load<T>(row + c * sizeof(T));
-    const bool match = (x & mask[c]) == value[c];
-    word |= std::uint32_t{match} << (c % 32);
-    if (match) {
-      writer.put(extract_field(x, static_cast<T>(~mask[c]), variable_bits[c], variable_shift[c]),
-                 variable_bits[c]);
-    } else {
-      writer.put(x, W);
+  for (std::uint64_t c0 = 0; c0 < n; c0 += 32) {
+    const std::uint64_t end = std::min<std::uint64_t>(n, c0 + 32);
+    std::uint32_t word = 0;
+    for (std::uint64_t c = c0; c < end; ++c) {
+      const T x = load<T>(row + c * sizeof(T));
+      const bool match = (x & mask[c]) == value[c];
+      word |= std::uint32_t{match} << (c - c0);
+      const std::uint64_t field = variable_field<T, kPext>(x, mask[c], variable_bits[c],
+                                                           variable_shift[c]);
+      writer.put(match ? field : std::uint64_t{x}, match ? variable_bits[c] : W);
     }
-    if (c % 32 == 31 || c + 1 == n) {
-      store<std::uint32_t>(bitmap + (c / 32) * 4, word);
-      word = 0;
-    }
+    store<std::uint32_t>(bitmap + (c0 / 32) * 4, word);
   }
   writer.finish();
+}
+
+// Rows [first, end) of the stream (write_stream's task).
+template <typename T>
+struct RowsToWrite {
+  const std::byte* data;
+  const Layout* layout;
+  const Masks<T>* masks;
+  const std::vector<std::uint32_t>* row_table;
+  const std::vector<std::uint64_t>* group_offsets;
+  std::byte* stream;
+};
+template <typename T, bool kPext>
+[[gnu::always_inline]] inline void write_rows_impl(const RowsToWrite<T>& w, std::uint64_t first,
+                                                   std::uint64_t end) {
+  const Layout& l = *w.layout;
+  const std::uint64_t R = l.row_elements;
+  for (std::uint64_t r = first; r < end; ++r) {
+    const std::uint64_t g = r / l.group_rows;
+    const std::uint64_t at = g * R;
+    const std::uint32_t entry = (*w.row_table)[r];
+    write_row<T, kPext>(w.data + r * R * sizeof(T), l.row_elements_of(r), &w.masks->mask[at],
+                        &w.masks->value[at], &w.masks->variable_bits[at],
+                        &w.masks->variable_shift[at], static_cast<RowMode>(entry & 3u),
+                        w.stream + l.data_offset + (*w.group_offsets)[g] + (entry & ~3u));
+  }
+}
+template <typename T>
+void write_rows_base(const RowsToWrite<T>& w, std::uint64_t first, std::uint64_t end) {
+  write_rows_impl<T, false>(w, first, end);
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+template <typename T>
+void write_rows_bmi2(const RowsToWrite<T>& w, std::uint64_t first,
+                                                     std::uint64_t end) {
+  write_rows_impl<T, true>(w, first, end);
+}
+// pext is microcoded (tens of cycles a bit run) on AMD before Zen 3: the portable code there.
+bool fast_pext() {
+  static const bool fast = __builtin_cpu_supports("bmi2") && !__builtin_cpu_is("znver1") &&
+                           !__builtin_cpu_is("znver2") && std::getenv("FERRY_IBP_HOST_ISA") == nullptr;
+  return fast;
+}
+#endif
+template <typename T>
+void write_rows(const RowsToWrite<T>& w, std::uint64_t first, std::uint64_t end) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (fast_pext()) return write_rows_bmi2<T>(w, first, end);
+#endif
+  write_rows_base<T>(w, first, end);
 }
 
 // Everything but the bytes: masks, row table, group table, the layout with its data size.
@@ -563,17 +634,9 @@ void write_stream(std::span<const std::byte> data, Plan<T>& plan, std::span<std:
   std::memcpy(s + l.row_table_offset, plan.row_table.data(), l.rows * 4);
   std::memset(s + l.row_table_offset + l.rows * 4, 0, l.data_offset - l.row_table_offset - l.rows * 4);
   const std::uint64_t tasks = pieces_of(l.rows, kRowsPerTask);
+  const RowsToWrite<T> rows{data.data(), &l, &plan.masks, &plan.row_table, &plan.group_offsets, s};
   parallel_for(tasks, threads, [&](std::size_t task) {
-    const std::uint64_t end = std::min(l.rows, (task + 1) * kRowsPerTask);
-    for (std::uint64_t r = task * kRowsPerTask; r < end; ++r) {
-      const std::uint64_t g = r / l.group_rows;
-      const std::uint64_t at = g * R;
-      const std::uint32_t entry = plan.row_table[r];
-      write_row<T>(data.data() + r * R * sizeof(T), l.row_elements_of(r), &plan.masks.mask[at],
-                   &plan.masks.value[at], &plan.masks.variable_bits[at],
-                   &plan.masks.variable_shift[at], static_cast<RowMode>(entry & 3u),
-                   s + l.data_offset + plan.group_offsets[g] + (entry & ~3u));
-    }
+    write_rows<T>(rows, task * kRowsPerTask, std::min(l.rows, (task + 1) * kRowsPerTask));
   });
   stamp_checksums(l, out.first(l.stream_bytes), threads);
 }
