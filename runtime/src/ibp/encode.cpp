@@ -474,15 +474,16 @@ template <typename T, bool kPext>
 [[gnu::always_inline]] inline void write_row(const std::byte* row, std::uint64_t n, const T* mask,
                                              const T* value, const std::uint8_t* variable_bits,
                                              const std::uint8_t* variable_shift, RowMode mode,
-                                             std::byte* out) {
+                                             std::byte* out, std::uint64_t row_bytes) {
   constexpr unsigned W = kBits<T>;
   if (mode == RowMode::raw) {
     std::memcpy(out, row, n * sizeof(T));
     std::memset(out + n * sizeof(T), 0, raw_row_bytes(n, sizeof(T)) - n * sizeof(T));
     return;
   }
+  std::byte* const row_end = out + row_bytes;
   if (mode == RowMode::all_matched) {
-    BitWriter writer(out);
+    BitWriter writer(out, row_end);
     for (std::uint64_t c = 0; c < n; ++c) {
       const T x = load<T>(row + c * sizeof(T));
       writer.put(variable_field<T, kPext>(x, mask[c], variable_bits[c], variable_shift[c]),
@@ -492,7 +493,7 @@ template <typename T, bool kPext>
     return;
   }
   std::byte* bitmap = out;
-  BitWriter writer(out + pieces_of(n, 32) * 4);
+  BitWriter writer(out + pieces_of(n, 32) * 4, row_end);
   for (std::uint64_t c0 = 0; c0 < n; c0 += 32) {
     const std::uint64_t end = std::min<std::uint64_t>(n, c0 + 32);
     std::uint32_t word = 0;
@@ -502,7 +503,10 @@ template <typename T, bool kPext>
       word |= std::uint32_t{match} << (c - c0);
       const std::uint64_t field = variable_field<T, kPext>(x, mask[c], variable_bits[c],
                                                            variable_shift[c]);
-      writer.put(match ? field : std::uint64_t{x}, match ? variable_bits[c] : W);
+      // Selected by masks: compilers turn `match ? a : b` into a branch here.
+      const std::uint64_t pick = std::uint64_t{0} - std::uint64_t{match};
+      writer.put((field & pick) | (std::uint64_t{x} & ~pick),
+                 W - (static_cast<unsigned>(pick) & (W - variable_bits[c])));
     }
     store<std::uint32_t>(bitmap + (c0 / 32) * 4, word);
   }
@@ -528,10 +532,15 @@ template <typename T, bool kPext>
     const std::uint64_t g = r / l.group_rows;
     const std::uint64_t at = g * R;
     const std::uint32_t entry = (*w.row_table)[r];
+    // The row ends where the next one of its group begins, or its group ends.
+    const std::uint64_t next = r + 1 < l.rows && (r + 1) % l.group_rows != 0
+                                   ? (*w.row_table)[r + 1] & ~3u
+                                   : (*w.group_offsets)[g + 1] - (*w.group_offsets)[g];
     write_row<T, kPext>(w.data + r * R * sizeof(T), l.row_elements_of(r), &w.masks->mask[at],
                         &w.masks->value[at], &w.masks->variable_bits[at],
                         &w.masks->variable_shift[at], static_cast<RowMode>(entry & 3u),
-                        w.stream + l.data_offset + (*w.group_offsets)[g] + (entry & ~3u));
+                        w.stream + l.data_offset + (*w.group_offsets)[g] + (entry & ~3u),
+                        next - (entry & ~3u));
   }
 }
 template <typename T>
