@@ -46,6 +46,7 @@ struct Masks {
   std::vector<T> value;
   std::vector<std::uint8_t> variable_bits;
   std::vector<std::uint8_t> variable_shift;
+  std::vector<T> kept;  // k: the invariant bits (W - variable_bits), in lanes of T for size_rows
 };
 
 // Steps 2-4's order of the format for one column of n elements: the majority values V and the
@@ -416,28 +417,59 @@ void analyze_group(const std::byte* data, const Layout& l, std::uint64_t g, unsi
         masks.value[at] = static_cast<T>(majority[t * kTileColumns + c] & mask);
         masks.variable_bits[at] = static_cast<std::uint8_t>(W - k);
         masks.variable_shift[at] = field_shift(static_cast<T>(~mask));
+        masks.kept[at] = static_cast<T>(k);
       }
     });
   }
 }
 
-// A row's table entry's mode and its size in bytes: size | mode.
-template <typename T>
-std::uint32_t size_row(const std::byte* row, std::uint64_t n, const T* mask, const T* value,
-                       const std::uint8_t* variable_bits) {
+// A row's table entry's mode and its size in bytes: size | mode. A matching element costs its
+// column's W - k bits, another one W: the row's fields are n x W minus the k of every matching
+// column, counted in vectors (lanes of T, summed before they can overflow: k <= W per lane and
+// vector).
+template <typename T, unsigned B>
+[[gnu::always_inline]] inline std::uint32_t size_row_lanes(const std::byte* row, std::uint64_t n,
+                                                           const T* mask, const T* value,
+                                                           const T* kept) {
   constexpr unsigned W = kBits<T>;
-  std::uint64_t bits = 0;
-  std::uint64_t all_variable = 0;
-  bool all_match = true;
-  for (std::uint64_t c = 0; c < n; ++c) {
+  using V = typename Lanes<T, B>::type;
+  using S = typename Lanes<T, B>::S;
+  constexpr unsigned L = Lanes<T, B>::count;
+  constexpr std::uint64_t kFlush = std::min<std::uint64_t>(
+      (std::uint64_t{1} << std::min(8 * sizeof(T) - 1, std::size_t{32})) / W, 1u << 20);
+  const V zero = {};
+  std::uint64_t saved = 0;    // sum of k over matching elements
+  std::uint64_t matched = 0;
+  std::uint64_t c = 0;
+  while (c + L <= n) {
+    V k_sum = zero, match_count = zero;
+    for (std::uint64_t v = 0; v < kFlush && c + L <= n; ++v, c += L) {
+      V x, m, val, k;
+      std::memcpy(&x, row + c * sizeof(T), sizeof(V));
+      std::memcpy(&m, mask + c, sizeof(V));
+      std::memcpy(&val, value + c, sizeof(V));
+      std::memcpy(&k, kept + c, sizeof(V));
+      const V match = (x & m) == val;  // -1 per matching lane
+      k_sum += match & k;
+      match_count -= match;
+    }
+    S lanes[2][L];
+    std::memcpy(lanes[0], &k_sum, sizeof(V));
+    std::memcpy(lanes[1], &match_count, sizeof(V));
+    for (unsigned i = 0; i < L; ++i) {
+      saved += static_cast<T>(lanes[0][i]);
+      matched += static_cast<T>(lanes[1][i]);
+    }
+  }
+  for (; c < n; ++c) {
     const T x = load<T>(row + c * sizeof(T));
     const bool match = (x & mask[c]) == value[c];
-    bits += match ? variable_bits[c] : W;
-    all_variable += variable_bits[c];
-    all_match = all_match && match;
+    saved += match ? kept[c] : 0;
+    matched += match ? 1 : 0;
   }
-  if (all_match) {
-    return static_cast<std::uint32_t>(pieces_of(all_variable, 32) * 4) |
+  const std::uint64_t bits = n * W - saved;
+  if (matched == n) {
+    return static_cast<std::uint32_t>(pieces_of(bits, 32) * 4) |
            static_cast<std::uint32_t>(RowMode::all_matched);
   }
   const std::uint64_t bitmap_mode = pieces_of(n, 32) * 4 + pieces_of(bits, 32) * 4;
@@ -445,6 +477,50 @@ std::uint32_t size_row(const std::byte* row, std::uint64_t n, const T* mask, con
   return bitmap_mode < raw ? static_cast<std::uint32_t>(bitmap_mode)
                            : static_cast<std::uint32_t>(raw) |
                                  static_cast<std::uint32_t>(RowMode::raw);
+}
+
+// The table entries (size | mode) of rows [first, end) into row_table.
+template <typename T, unsigned B>
+[[gnu::always_inline]] inline void size_rows_lanes(const std::byte* data, const Layout& l,
+                                                   const Masks<T>& masks, std::uint64_t first,
+                                                   std::uint64_t end, std::uint32_t* row_table) {
+  const std::uint64_t R = l.row_elements;
+  for (std::uint64_t r = first; r < end; ++r) {
+    const std::uint64_t at = (r / l.group_rows) * R;
+    row_table[r] = size_row_lanes<T, B>(data + r * R * sizeof(T), l.row_elements_of(r),
+                                        &masks.mask[at], &masks.value[at], &masks.kept[at]);
+  }
+}
+template <typename T>
+void size_rows_base(const std::byte* data, const Layout& l, const Masks<T>& masks,
+                    std::uint64_t first, std::uint64_t end, std::uint32_t* row_table) {
+  size_rows_lanes<T, 16>(data, l, masks, first, end, row_table);
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+template <typename T>
+__attribute__((target("avx2"))) void size_rows_avx2(const std::byte* data, const Layout& l,
+                                                    const Masks<T>& masks, std::uint64_t first,
+                                                    std::uint64_t end, std::uint32_t* row_table) {
+  size_rows_lanes<T, 32>(data, l, masks, first, end, row_table);
+}
+template <typename T>
+__attribute__((target("avx512f,avx512bw"))) void size_rows_avx512(
+    const std::byte* data, const Layout& l, const Masks<T>& masks, std::uint64_t first,
+    std::uint64_t end, std::uint32_t* row_table) {
+  size_rows_lanes<T, 64>(data, l, masks, first, end, row_table);
+}
+#endif
+template <typename T>
+void size_rows(const std::byte* data, const Layout& l, const Masks<T>& masks, std::uint64_t first,
+               std::uint64_t end, std::uint32_t* row_table) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  switch (host_isa()) {
+    case Isa::avx512: return size_rows_avx512<T>(data, l, masks, first, end, row_table);
+    case Isa::avx2: return size_rows_avx2<T>(data, l, masks, first, end, row_table);
+    case Isa::base: break;
+  }
+#endif
+  size_rows_base<T>(data, l, masks, first, end, row_table);
 }
 
 // A matching element's variable bits: pext(x, ~mask). With BMI2 the instruction (columns whose
@@ -587,6 +663,7 @@ Result<Plan<T>> make_plan(std::span<const std::byte> data, const EncodeParams& p
   plan.masks.value.assign(l.group_count * R, T{0});
   plan.masks.variable_bits.assign(l.group_count * R, std::uint8_t{0});
   plan.masks.variable_shift.assign(l.group_count * R, std::uint8_t{0});
+  plan.masks.kept.assign(l.group_count * R, T{0});
   if (l.group_count >= threads) {
     parallel_for(l.group_count, threads,
                  [&](std::size_t g) { analyze_group<T>(data.data(), l, g, 1, plan.masks); });
@@ -599,13 +676,8 @@ Result<Plan<T>> make_plan(std::span<const std::byte> data, const EncodeParams& p
   plan.row_table.assign(l.rows, 0);
   const std::uint64_t tasks = pieces_of(l.rows, kRowsPerTask);
   parallel_for(tasks, threads, [&](std::size_t task) {
-    const std::uint64_t end = std::min(l.rows, (task + 1) * kRowsPerTask);
-    for (std::uint64_t r = task * kRowsPerTask; r < end; ++r) {
-      const std::uint64_t at = (r / l.group_rows) * R;
-      plan.row_table[r] = size_row<T>(data.data() + r * R * sizeof(T), l.row_elements_of(r),
-                                      &plan.masks.mask[at], &plan.masks.value[at],
-                                      &plan.masks.variable_bits[at]);
-    }
+    size_rows<T>(data.data(), l, plan.masks, task * kRowsPerTask,
+                 std::min(l.rows, (task + 1) * kRowsPerTask), plan.row_table.data());
   });
   plan.group_offsets.assign(l.group_count + 1, 0);
   std::uint64_t total = 0;
