@@ -112,6 +112,16 @@ Isa host_isa() {
 #endif
 }
 
+// Whether every lane of a vector is 0.
+template <unsigned B, typename V>
+[[gnu::always_inline]] inline bool none_set(const V& v) {
+  std::uint64_t words[B / 8];
+  std::memcpy(words, &v, B);
+  std::uint64_t any = 0;
+  for (unsigned i = 0; i < B / 8; ++i) any |= words[i];
+  return any == 0;
+}
+
 // Rows counted in lanes of T between flushes into the 32-bit totals: a byte lane counts up to
 // 255, and 255 rows of a few vectors stay in L1 while each vector of columns walks down them.
 constexpr std::uint64_t kBlockRows = 255;
@@ -175,8 +185,16 @@ template <typename T, unsigned B>
           }
           std::memcpy(d, lanes, sizeof(d));
         }
+        // An element agreeing on no more than the first k bits counts for none after: stop at
+        // the first k that no element of the strip agrees on (most agree on a few bits only).
         for (unsigned k = k_first + 1; k <= W; ++k) {
-          for (unsigned u = 0; u < U; ++u) acc[k][u] -= (d[u] & m[k][u]) == zero;
+          V any = zero;
+          for (unsigned u = 0; u < U; ++u) {
+            const V agree = (d[u] & m[k][u]) == zero;
+            acc[k][u] -= agree;
+            any |= agree;
+          }
+          if (none_set<B>(any)) break;
         }
       }
       for (unsigned k = k_first + 1; k <= W; ++k) {
