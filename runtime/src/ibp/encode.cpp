@@ -88,6 +88,15 @@ unsigned order_bits(const std::uint32_t* ones, std::uint64_t n, T* majority, T* 
 // Clang's vector extension (vector_size(B) lanes of a signed T: comparisons give -1 per true lane)
 // and compiled for 16-byte vectors (SSE2 / NEON, scalar code elsewhere) and, on x86-64, for AVX2
 // and AVX-512BW, picked at run time.
+// The x86-64 kernels and their run-time choice (FERRY_IBP_PORTABLE_ONLY builds the portable
+// code alone, as on other CPUs, to check that it compiles).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(FERRY_IBP_PORTABLE_ONLY)
+#define FERRY_IBP_X86_KERNELS 1
+#else
+#define FERRY_IBP_X86_KERNELS 0
+#endif
+
 template <typename T, unsigned B>
 struct Lanes {
   using S = std::make_signed_t<T>;
@@ -95,10 +104,11 @@ struct Lanes {
   static constexpr unsigned count = B / sizeof(T);
 };
 
+#if FERRY_IBP_X86_KERNELS
 enum class Isa { base, avx2, avx512 };
-// FERRY_IBP_HOST_ISA=base or avx2 caps it (the tests run every kernel on one machine).
+// The widest vectors the CPU has; FERRY_IBP_HOST_ISA=base or avx2 caps it (the tests run every
+// kernel on one machine).
 Isa host_isa() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const Isa isa = [] {
     const char* cap = std::getenv("FERRY_IBP_HOST_ISA");
     const std::string_view limit = cap != nullptr ? cap : "";
@@ -107,10 +117,8 @@ Isa host_isa() {
     return __builtin_cpu_supports("avx2") ? Isa::avx2 : Isa::base;
   }();
   return isa;
-#else
-  return Isa::base;
-#endif
 }
+#endif
 
 // Whether every lane of a vector is 0.
 template <unsigned B, typename V>
@@ -127,16 +135,16 @@ template <unsigned B, typename V>
 constexpr std::uint64_t kBlockRows = 255;
 
 // matching[c x (W + 1) + k] += m_k of step 4 for column c0 + c over rows [row_begin, row_end):
-// how many of its elements x have ((x ^ V) & M_k) == 0, for k = k_first + 1 .. W (k <= k_first
-// are the column's constant bits: every element agrees, the caller counts them). One comparison
-// per k and element, in vectors of columns: (x ^ V) & M_k == 0 holds for a prefix of k, so these
-// counts are the step's m_k without a histogram. nested_by_k[k x kTileColumns + c] = M_k of
-// column c0 + c.
+// how many of its elements x have ((x ^ V) & M_k) == 0, for k past constant[c] (the column's
+// constant bits: every element agrees there, the caller counts them). One comparison per k and
+// element, in vectors of columns: (x ^ V) & M_k == 0 holds for a prefix of k, so these counts
+// are the step's m_k without a histogram. nested_by_k[k x kTileColumns + c] = M_k of column
+// c0 + c.
 template <typename T, unsigned B>
 [[gnu::always_inline]] inline void count_matching_lanes(
     const std::byte* data, const Layout& l, std::uint64_t row_begin, std::uint64_t row_end,
     std::uint64_t c0, std::uint64_t width, const T* majority, const T* nested_by_k,
-    unsigned k_first, std::uint32_t* matching) {
+    const std::uint8_t* constant, std::uint32_t* matching) {
   constexpr unsigned W = kBits<T>;
   using V = typename Lanes<T, B>::type;
   using S = typename Lanes<T, B>::S;
@@ -155,6 +163,11 @@ template <typename T, unsigned B>
     std::memcpy(out, lanes, sizeof(V) * U);
   };
   for (std::uint64_t cv = 0; cv < width; cv += strip) {
+    // The k counted: past the strip's fewest constant bits.
+    unsigned k_first = W;
+    for (std::uint64_t c = cv; c < std::min<std::uint64_t>(width, cv + strip); ++c) {
+      k_first = std::min<unsigned>(k_first, constant[c]);
+    }
     V vmaj[U];
     gather(cv, vmaj, [&](std::uint64_t c) { return majority[c]; });
     V m[W + 1][U];
@@ -167,6 +180,8 @@ template <typename T, unsigned B>
       for (unsigned k = k_first + 1; k <= W; ++k) {
         for (unsigned u = 0; u < U; ++u) acc[k][u] = zero;
       }
+      V exact[U];  // elements equal to V: they agree for every k
+      for (unsigned u = 0; u < U; ++u) exact[u] = zero;
       for (std::uint64_t r = r0; r < r1; ++r) {
         const std::uint64_t n = l.row_elements_of(r);
         const std::uint64_t have = n > c0 + cv ? std::min<std::uint64_t>(strip, n - c0 - cv) : 0;
@@ -185,8 +200,15 @@ template <typename T, unsigned B>
           }
           std::memcpy(d, lanes, sizeof(d));
         }
-        // An element agreeing on no more than the first k bits counts for none after: stop at
-        // the first k that no element of the strip agrees on (most agree on a few bits only).
+        // Elements equal to V (often most: zeros of sparse data) are counted once for every k,
+        // and leave the loop below as all ones (agreeing with no M_k). An element agreeing on
+        // no more than the first k bits counts for none after: stop at the first k that no
+        // element of the strip agrees on (most agree on a few bits only).
+        for (unsigned u = 0; u < U; ++u) {
+          const V equal = d[u] == zero;
+          exact[u] -= equal;
+          d[u] |= equal;
+        }
         for (unsigned k = k_first + 1; k <= W; ++k) {
           V any = zero;
           for (unsigned u = 0; u < U; ++u) {
@@ -198,6 +220,7 @@ template <typename T, unsigned B>
         }
       }
       for (unsigned k = k_first + 1; k <= W; ++k) {
+        for (unsigned u = 0; u < U; ++u) acc[k][u] += exact[u];
         std::memcpy(lanes, acc[k], sizeof(V) * U);
         for (unsigned i = 0; i < strip && cv + i < width; ++i) {
           matching[(cv + i) * (W + 1) + k] += static_cast<T>(lanes[i]);
@@ -210,47 +233,47 @@ template <typename T, unsigned B>
 template <typename T>
 void count_matching_base(const std::byte* data, const Layout& l, std::uint64_t row_begin,
                          std::uint64_t row_end, std::uint64_t c0, std::uint64_t width,
-                         const T* majority, const T* nested_by_k, unsigned k_first,
+                         const T* majority, const T* nested_by_k, const std::uint8_t* constant,
                          std::uint32_t* matching) {
   count_matching_lanes<T, 16>(data, l, row_begin, row_end, c0, width, majority, nested_by_k,
-                              k_first, matching);
+                              constant, matching);
 }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if FERRY_IBP_X86_KERNELS
 template <typename T>
 __attribute__((target("avx2"))) void count_matching_avx2(
     const std::byte* data, const Layout& l, std::uint64_t row_begin, std::uint64_t row_end,
     std::uint64_t c0, std::uint64_t width, const T* majority, const T* nested_by_k,
-    unsigned k_first, std::uint32_t* matching) {
+    const std::uint8_t* constant, std::uint32_t* matching) {
   count_matching_lanes<T, 32>(data, l, row_begin, row_end, c0, width, majority, nested_by_k,
-                              k_first, matching);
+                              constant, matching);
 }
 template <typename T>
 __attribute__((target("avx512f,avx512bw"))) void count_matching_avx512(
     const std::byte* data, const Layout& l, std::uint64_t row_begin, std::uint64_t row_end,
     std::uint64_t c0, std::uint64_t width, const T* majority, const T* nested_by_k,
-    unsigned k_first, std::uint32_t* matching) {
+    const std::uint8_t* constant, std::uint32_t* matching) {
   count_matching_lanes<T, 64>(data, l, row_begin, row_end, c0, width, majority, nested_by_k,
-                              k_first, matching);
+                              constant, matching);
 }
 #endif
 
 template <typename T>
 void count_matching(const std::byte* data, const Layout& l, std::uint64_t row_begin,
                     std::uint64_t row_end, std::uint64_t c0, std::uint64_t width,
-                    const T* majority, const T* nested_by_k, unsigned k_first,
+                    const T* majority, const T* nested_by_k, const std::uint8_t* constant,
                     std::uint32_t* matching) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if FERRY_IBP_X86_KERNELS
   switch (host_isa()) {
     case Isa::avx512:
       return count_matching_avx512<T>(data, l, row_begin, row_end, c0, width, majority,
-                                      nested_by_k, k_first, matching);
+                                      nested_by_k, constant, matching);
     case Isa::avx2:
       return count_matching_avx2<T>(data, l, row_begin, row_end, c0, width, majority,
-                                    nested_by_k, k_first, matching);
+                                    nested_by_k, constant, matching);
     case Isa::base: break;
   }
 #endif
-  count_matching_base<T>(data, l, row_begin, row_end, c0, width, majority, nested_by_k, k_first,
+  count_matching_base<T>(data, l, row_begin, row_end, c0, width, majority, nested_by_k, constant,
                          matching);
 }
 
@@ -308,7 +331,7 @@ void count_ones_base(const std::byte* data, const Layout& l, std::uint64_t row_b
                      std::uint32_t* ones) {
   count_ones_lanes<T, 16>(data, l, row_begin, row_end, c0, width, ones);
 }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if FERRY_IBP_X86_KERNELS
 template <typename T>
 __attribute__((target("avx2"))) void count_ones_avx2(const std::byte* data, const Layout& l,
                                                      std::uint64_t row_begin, std::uint64_t row_end,
@@ -327,7 +350,7 @@ __attribute__((target("avx512f,avx512bw"))) void count_ones_avx512(
 template <typename T>
 void count_ones(const std::byte* data, const Layout& l, std::uint64_t row_begin,
                 std::uint64_t row_end, std::uint64_t c0, std::uint64_t width, std::uint32_t* ones) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if FERRY_IBP_X86_KERNELS
   switch (host_isa()) {
     case Isa::avx512: return count_ones_avx512<T>(data, l, row_begin, row_end, c0, width, ones);
     case Isa::avx2: return count_ones_avx2<T>(data, l, row_begin, row_end, c0, width, ones);
@@ -374,7 +397,7 @@ void analyze_group(const std::byte* data, const Layout& l, std::uint64_t g, unsi
   std::vector<std::uint32_t> matching;  // per column m_0 .. m_W
   std::vector<T> majority;
   std::vector<T> nested;                // per tile M_k of its columns, k-major
-  std::vector<unsigned> k_first;        // per tile: the fewest constant bits of its columns
+  std::vector<std::uint8_t> constant;   // per column: its constant bits (m_k = n up to them)
   for (std::uint64_t tile0 = 0; tile0 < tiles; tile0 += batch) {
     const std::uint64_t tile_count = std::min(batch, tiles - tile0);
     const std::uint64_t items = tile_count * parts;
@@ -391,7 +414,7 @@ void analyze_group(const std::byte* data, const Layout& l, std::uint64_t g, unsi
     });
     majority.assign(tile_count * kTileColumns, T{0});
     nested.assign(tile_count * kTileColumns * (W + 1), T{0});
-    k_first.assign(tile_count, W);
+    constant.assign(tile_count * kTileColumns, std::uint8_t{0});
     parallel_for(tile_count, threads, [&](std::size_t t) {
       const auto [c0, width] = tile_columns(t);
       std::uint32_t* sum = ones.data() + t * parts * kTileColumns * W;
@@ -401,10 +424,9 @@ void analyze_group(const std::byte* data, const Layout& l, std::uint64_t g, unsi
       }
       for (std::uint64_t c = 0; c < width; ++c) {
         const std::uint64_t n = rows - (c0 + c >= last_row_elements ? 1 : 0);
-        const unsigned constant =
+        constant[t * kTileColumns + c] = static_cast<std::uint8_t>(
             order_bits<T>(sum + c * W, n, &majority[t * kTileColumns + c],
-                          &nested[t * kTileColumns * (W + 1) + c], kTileColumns);
-        k_first[t] = std::min(k_first[t], constant);
+                          &nested[t * kTileColumns * (W + 1) + c], kTileColumns));
       }
     });
     matching.assign(items * kTileColumns * (W + 1), 0);
@@ -414,7 +436,7 @@ void analyze_group(const std::byte* data, const Layout& l, std::uint64_t g, unsi
       std::uint64_t begin = 0, end = 0;
       part_rows(i % parts, &begin, &end);
       count_matching<T>(data, l, begin, end, c0, width, &majority[t * kTileColumns],
-                        &nested[t * kTileColumns * (W + 1)], k_first[t],
+                        &nested[t * kTileColumns * (W + 1)], &constant[t * kTileColumns],
                         matching.data() + i * kTileColumns * (W + 1));
     });
     parallel_for(tile_count, threads, [&](std::size_t t) {
@@ -427,7 +449,9 @@ void analyze_group(const std::byte* data, const Layout& l, std::uint64_t g, unsi
       for (std::uint64_t c = 0; c < width; ++c) {
         const std::uint64_t n = rows - (c0 + c >= last_row_elements ? 1 : 0);
         std::uint32_t* m = sum + c * (W + 1);
-        for (unsigned k = 0; k <= k_first[t]; ++k) m[k] = static_cast<std::uint32_t>(n);
+        for (unsigned k = 0; k <= constant[t * kTileColumns + c]; ++k) {
+          m[k] = static_cast<std::uint32_t>(n);
+        }
         const unsigned k = best_k<W>(m);
         const T mask = nested[(t * (W + 1) + k) * kTileColumns + c];
         const std::uint64_t at = g * R + c0 + c;
@@ -514,7 +538,7 @@ void size_rows_base(const std::byte* data, const Layout& l, const Masks<T>& mask
                     std::uint64_t first, std::uint64_t end, std::uint32_t* row_table) {
   size_rows_lanes<T, 16>(data, l, masks, first, end, row_table);
 }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if FERRY_IBP_X86_KERNELS
 template <typename T>
 __attribute__((target("avx2"))) void size_rows_avx2(const std::byte* data, const Layout& l,
                                                     const Masks<T>& masks, std::uint64_t first,
@@ -531,7 +555,7 @@ __attribute__((target("avx512f,avx512bw"))) void size_rows_avx512(
 template <typename T>
 void size_rows(const std::byte* data, const Layout& l, const Masks<T>& masks, std::uint64_t first,
                std::uint64_t end, std::uint32_t* row_table) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if FERRY_IBP_X86_KERNELS
   switch (host_isa()) {
     case Isa::avx512: return size_rows_avx512<T>(data, l, masks, first, end, row_table);
     case Isa::avx2: return size_rows_avx2<T>(data, l, masks, first, end, row_table);
@@ -547,7 +571,7 @@ void size_rows(const std::byte* data, const Layout& l, const Masks<T>& masks, st
 template <typename T, bool kPext>
 [[gnu::always_inline]] inline std::uint64_t variable_field(T x, T mask, unsigned width,
                                                            std::uint8_t shift) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if FERRY_IBP_X86_KERNELS
   if constexpr (kPext) {
     // The instruction by inline assembly: the intrinsic would need the BMI2 target on every
     // function it is inlined through; this runs only where fast_pext() said so.
@@ -641,7 +665,7 @@ template <typename T>
 void write_rows_base(const RowsToWrite<T>& w, std::uint64_t first, std::uint64_t end) {
   write_rows_impl<T, false>(w, first, end);
 }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if FERRY_IBP_X86_KERNELS
 template <typename T>
 void write_rows_bmi2(const RowsToWrite<T>& w, std::uint64_t first,
                                                      std::uint64_t end) {
@@ -656,7 +680,7 @@ bool fast_pext() {
 #endif
 template <typename T>
 void write_rows(const RowsToWrite<T>& w, std::uint64_t first, std::uint64_t end) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if FERRY_IBP_X86_KERNELS
   if (fast_pext()) return write_rows_bmi2<T>(w, first, end);
 #endif
   write_rows_base<T>(w, first, end);
