@@ -99,12 +99,17 @@ unsigned order_bits(const std::uint32_t* ones, std::uint64_t n, T* majority, T* 
 #define FERRY_IBP_X86_KERNELS 0
 #endif
 
+// Counters are unsigned lanes (they wrap, by design, within bytes or between flushes);
+// comparisons are made in signed lanes and their -1 per true lane is taken as unsigned
+// (__builtin_convertvector between lanes of one width keeps the bits).
 template <typename T, unsigned B>
 struct Lanes {
   using S = std::make_signed_t<T>;
   typedef S type __attribute__((vector_size(B)));
+  typedef T counters __attribute__((vector_size(B)));
   static constexpr unsigned count = B / sizeof(T);
 };
+
 
 #if FERRY_IBP_X86_KERNELS
 enum class Isa { base, avx2, avx512 };
@@ -189,12 +194,13 @@ template <typename T, unsigned B>
     }
     for (std::uint64_t r0 = row_begin; r0 < row_end; r0 += kBlockRows) {
       const std::uint64_t r1 = std::min(row_end, r0 + kBlockRows);
-      V acc[W + 1][U];
+      using C = typename Lanes<T, B>::counters;
+      C acc[W + 1][U];
       for (unsigned k = k_first + 1; k <= W; ++k) {
-        for (unsigned u = 0; u < U; ++u) acc[k][u] = zero;
+        for (unsigned u = 0; u < U; ++u) acc[k][u] = C{};
       }
-      V exact[U];  // elements equal to V: they agree for every k
-      for (unsigned u = 0; u < U; ++u) exact[u] = zero;
+      C exact[U];  // elements equal to V: they agree for every k
+      for (unsigned u = 0; u < U; ++u) exact[u] = C{};
       for (std::uint64_t r = r0; r < r1; ++r) {
         const std::uint64_t n = l.row_elements_of(r);
         const std::uint64_t have = n > c0 + cv ? std::min<std::uint64_t>(strip, n - c0 - cv) : 0;
@@ -220,14 +226,14 @@ template <typename T, unsigned B>
         // element of the strip agrees on (most agree on a few bits only).
         for (unsigned u = 0; u < U; ++u) {
           const V equal = d[u] == zero;
-          exact[u] -= equal;
+          exact[u] -= __builtin_convertvector(equal, C);
           d[u] |= equal;
         }
         for (unsigned k = k_first + 1; k <= W; ++k) {
           V any = zero;
           for (unsigned u = 0; u < U; ++u) {
             const V agree = (d[u] & m[k][u]) == zero;
-            acc[k][u] -= agree;
+            acc[k][u] -= __builtin_convertvector(agree, C);
             any |= agree;
           }
           if (none_set<B>(any)) break;
@@ -301,12 +307,12 @@ template <typename T, unsigned B>
                                                     std::uint64_t c0, std::uint64_t width,
                                                     std::uint32_t* ones) {
   constexpr unsigned W = kBits<T>;
-  using V = typename Lanes<T, B>::type;
+  using V = typename Lanes<T, B>::counters;
   constexpr unsigned L = Lanes<T, B>::count;
   constexpr unsigned U = 256 / B;
   constexpr unsigned strip = U * L;
   V bytes_lsb = {};
-  bytes_lsb += static_cast<typename Lanes<T, B>::S>(kLanes<T>);
+  bytes_lsb += kLanes<T>;
   alignas(64) std::uint8_t counts[8][strip * sizeof(T)];
   for (std::uint64_t cv = 0; cv < width; cv += strip) {
     const std::uint64_t cols = std::min<std::uint64_t>(strip, width - cv);
@@ -490,16 +496,16 @@ template <typename T, unsigned B>
                                                            const T* kept) {
   constexpr unsigned W = kBits<T>;
   using V = typename Lanes<T, B>::type;
-  using S = typename Lanes<T, B>::S;
   constexpr unsigned L = Lanes<T, B>::count;
-  constexpr std::uint64_t kFlush = std::min<std::uint64_t>(
-      (std::uint64_t{1} << std::min(8 * sizeof(T) - 1, std::size_t{32})) / W, 1u << 20);
-  const V zero = {};
+  using C = typename Lanes<T, B>::counters;
+  // Vectors summed in lanes of T before they could wrap (k <= W per lane and vector).
+  constexpr std::uint64_t kFlush = sizeof(T) >= 4 ? std::uint64_t{1} << 20
+                                                  : ((std::uint64_t{1} << kBits<T>) - 1) / W;
   std::uint64_t saved = 0;    // sum of k over matching elements
   std::uint64_t matched = 0;
   std::uint64_t c = 0;
   while (c + L <= n) {
-    V k_sum = zero, match_count = zero;
+    C k_sum = {}, match_count = {};
     for (std::uint64_t v = 0; v < kFlush && c + L <= n; ++v, c += L) {
       V x, m, val, k;
       std::memcpy(&x, row + c * sizeof(T), sizeof(V));
@@ -507,15 +513,15 @@ template <typename T, unsigned B>
       std::memcpy(&val, value + c, sizeof(V));
       std::memcpy(&k, kept + c, sizeof(V));
       const V match = (x & m) == val;  // -1 per matching lane
-      k_sum += match & k;
-      match_count -= match;
+      k_sum += __builtin_convertvector(match & k, C);
+      match_count -= __builtin_convertvector(match, C);
     }
-    S lanes[2][L];
-    std::memcpy(lanes[0], &k_sum, sizeof(V));
-    std::memcpy(lanes[1], &match_count, sizeof(V));
+    T lanes[2][L];
+    std::memcpy(lanes[0], &k_sum, sizeof(C));
+    std::memcpy(lanes[1], &match_count, sizeof(C));
     for (unsigned i = 0; i < L; ++i) {
-      saved += static_cast<T>(lanes[0][i]);
-      matched += static_cast<T>(lanes[1][i]);
+      saved += lanes[0][i];
+      matched += lanes[1][i];
     }
   }
   for (; c < n; ++c) {
