@@ -196,7 +196,8 @@ struct FamilyResult {
   std::uint64_t raw = 0;
   std::uint32_t group_rows = 0;  // the automatic choice
   double ratio = kNaN, published_ratio = kNaN;
-  double host_encode = kNaN, device_encode = kNaN, device_decode = kNaN, copy = kNaN;
+  double host_encode = kNaN, host_encode_1 = kNaN;  // every host thread, one thread
+  double device_encode = kNaN, device_decode = kNaN, copy = kNaN;
   double plain_upload = kNaN, staged = kNaN, zero_copy = kNaN;
 };
 
@@ -233,6 +234,16 @@ Status measure_family(Bench& bench, const Family& family, Section& ratios, Secti
                            FERRY_ASSIGN_OR_RETURN(stream, ibp::encode(tensor, automatic));
                            return ok_status();
                          }));
+  // The same on one thread: the per-core speed (the target is per core, scaling with threads).
+  ibp::EncodeParams one_thread = automatic;
+  one_thread.threads = 1;
+  std::vector<std::byte> single;
+  FERRY_ASSIGN_OR_RETURN(const Timing host_encode_1,
+                         time_each({.warmup = 1, .min_reps = 3, .min_time = min_time}, [&]() -> Status {
+                           FERRY_ASSIGN_OR_RETURN(single, ibp::encode(tensor, one_thread));
+                           return ok_status();
+                         }));
+  FERRY_RETURN_IF_ERROR(compare_bytes(single, stream, "1-thread host encode of " + family.name));
   FERRY_ASSIGN_OR_RETURN(const ibp::Layout layout, ibp::read_layout(stream));
   {
     std::vector<std::byte> decoded(raw);
@@ -242,6 +253,7 @@ Status measure_family(Bench& bench, const Family& family, Section& ratios, Secti
   result.group_rows = layout.group_rows;
   result.ratio = static_cast<double>(raw) / static_cast<double>(stream.size());
   result.host_encode = gbps(raw, host_encode.median_seconds);
+  result.host_encode_1 = gbps(raw, host_encode_1.median_seconds);
   row.push_back(result.ratio);
   row.push_back(std::uint64_t{layout.group_rows});
   row.push_back(result.ratio / result.published_ratio);
@@ -342,8 +354,8 @@ Status measure_family(Bench& bench, const Family& family, Section& ratios, Secti
   result.zero_copy = gbps(raw, zero_copy.median_seconds);
 
   speeds.add_row({family.name, raw, result.ratio, std::uint64_t{result.group_rows},
-                  result.host_encode, result.device_encode, result.device_decode,
-                  result.device_decode / result.copy, result.plain_upload, result.staged,
+                  result.host_encode, result.host_encode_1, result.device_encode,
+                  result.device_decode, result.device_decode / result.copy, result.plain_upload, result.staged,
                   result.staged / (result.ratio * result.plain_upload), result.zero_copy,
                   result.zero_copy / (result.ratio * result.plain_upload)});
   bench.report.summary.emplace_back(
@@ -380,6 +392,7 @@ Status measure(Bench& bench) {
                     {"ratio", "ratio", Unit::ratio},
                     {"G", "group_rows", Unit::count},
                     {"host enc", "host_encode_gbps", Unit::gbps},
+                    {"host enc 1 thread", "host_encode_1thread_gbps", Unit::gbps},
                     {"dev enc", "device_encode_gbps", Unit::gbps},
                     {"dev dec", "device_decode_gbps", Unit::gbps},
                     {"dec/copy", "decode_over_copy", Unit::ratio},
@@ -389,7 +402,8 @@ Status measure(Bench& bench) {
                     {"zero-copy", "zero_copy_gbps", Unit::gbps},
                     {"zc/(ratio*plain)", "zero_copy_over_bound", Unit::ratio}};
   speeds.notes = {
-      "host enc: ferry::ibp::encode on every host thread, the automatic group choice included. "
+      "host enc: ferry::ibp::encode on every host thread, the automatic group choice included; "
+      "host enc 1 thread: the same on one thread (the per-core speed; its stream checked against the other's). "
       "dev enc / dev dec: one ibp_encode / ibp_decode command per list (device memory), "
       "dec/copy: against CommandList::copy of the raw bytes between device buffers. plain up: "
       "CommandList::copy of the raw tensor from pinned memory to the device, submitted and waited "

@@ -79,24 +79,26 @@ inline std::uint64_t deposit_field(std::uint64_t bits, std::uint64_t variable,
   return shift != kScattered ? bits << shift : deposit_bits(bits, variable);
 }
 
-// Appends fields to a row at `out`; the caller sized the row exactly, finish() writes the last
-// partial words (zero-padded). Full 64-bit words only are stored before finish(), so nothing is
-// written past the row (a row is a whole number of 32-bit words, the format's little-endian
-// 32-bit words are the bytes of little-endian 64-bit ones).
+// Appends fields to a row [out, end); the caller sized the row exactly, finish() writes the last
+// partial words (zero-padded). Nothing is written past `end` (rows are written by several
+// threads side by side). The format's little-endian 32-bit words are the bytes of little-endian
+// 64-bit ones. put() has no branch on the data: it stores the whole accumulator every time
+// (where 8 bytes fit before `end`: a test that fails only at the row's last bytes, where no
+// word is full) and moves on by a word when one filled.
 class BitWriter {
  public:
-  explicit BitWriter(std::byte* out) noexcept : out_(out) {}
+  BitWriter(std::byte* out, std::byte* end) noexcept : out_(out), end_(end) {}
   // The low `bits` (0..64) bits of value; bits above them must be zero.
   void put(std::uint64_t value, unsigned bits) noexcept {
     acc_ |= value << count_;  // count_ < 64
-    count_ += bits;
-    if (count_ >= 64) {
-      store(out_, acc_);
-      out_ += 8;
-      count_ -= 64;
-      // The bits of value that did not fit; none when it ended exactly at the word's end.
-      acc_ = count_ == 0 ? 0 : value >> (bits - count_);
-    }
+    if (end_ - out_ >= 8) store(out_, acc_);
+    const unsigned total = count_ + bits;
+    const bool full = total >= 64;
+    // The bits of value that did not fit when a word filled: value >> (64 - count_), 0 for
+    // count_ = 0 (two shifts, each below 64).
+    acc_ = full ? (value >> 1) >> (63 - count_) : acc_;
+    out_ += full ? 8 : 0;
+    count_ = total & 63u;
   }
   void finish() noexcept {
     for (unsigned at = 0; at < count_; at += 32) {
@@ -109,6 +111,7 @@ class BitWriter {
 
  private:
   std::byte* out_;
+  std::byte* end_;
   std::uint64_t acc_ = 0;
   unsigned count_ = 0;
 };
