@@ -52,8 +52,6 @@ Status IbpDecodePipeline::create(const DeviceContext& context) {
   limits_.max_window_bytes = context.limits.maxStorageBufferRange;
   limits_.max_group_count =
       std::min<std::uint32_t>(context.limits.maxComputeWorkGroupCount[0], 65535);
-  // About 24 resident subgroups per compute unit hide memory latency (as on CUDA).
-  limits_.busy_subgroups = std::uint64_t{context.compute_units} * 24;
   loop_limit_ = context.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE ? kLavapipeLoopIterations : 0;
   FERRY_ASSIGN_OR_RETURN(const bool portable, portable_asked());
   shader_ = choose_ibp_decode_shader(context.subgroups,

@@ -87,11 +87,7 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
         es == 8 ? layout.row_elements : (layout.row_elements * es + 3) / 4;
     const std::uint64_t chunks = (units + shader.subgroup_size - 1) / shader.subgroup_size;
     std::uint32_t teams = 1;
-    const std::uint64_t items = args.item_count();
-    while (teams * 2 <= shader.teams && 2 * teams * kIbpDecodeChunksPerTeam <= chunks &&
-           (limits.busy_subgroups == 0 || items * teams < limits.busy_subgroups)) {
-      teams *= 2;
-    }
+    while (teams * 2 <= shader.teams && teams * kIbpDecodeChunksPerTeam < chunks) teams *= 2;
     common.teams_per_row = teams;
     items_per_group = shader.teams / teams;
   }

@@ -24,9 +24,6 @@ struct IbpDecodeLimits {
   std::uint64_t offset_alignment = 16;        // minStorageBufferOffsetAlignment
   std::uint64_t max_window_bytes = 1u << 27;  // maxStorageBufferRange
   std::uint32_t max_group_count = 65535;      // maxComputeWorkGroupCount[0] (capped)
-  // Subgroups that keep the device busy; items of at least this many get one team each. 0: no
-  // such rule (teams from the rows' length alone).
-  std::uint64_t busy_subgroups = 0;
 };
 
 struct IbpDecodeWindow {
@@ -56,11 +53,10 @@ struct IbpDecodeShader {
 IbpDecodeShader choose_ibp_decode_shader(const SubgroupSupport& subgroups,
                                          std::uint32_t max_workgroup_invocations, bool portable);
 
-// The subgroup shader gives an item more teams (subgroups), up to its teams, while each keeps at
-// least this many chunks of subgroup_size units (words of narrow elements, elements of 8 bytes)
-// and the items are too few to keep the device busy (IbpDecodeLimits::busy_subgroups): a team
-// per item costs no segment sums. Short rows get one team each (several rows per workgroup).
-inline constexpr std::uint64_t kIbpDecodeChunksPerTeam = 8;
+// The subgroup shader gives an item a team (subgroup) per this many chunks of subgroup_size units
+// (words of narrow elements, elements of 8 bytes), up to its teams: short rows get one team each
+// (several rows per workgroup), long ones several.
+inline constexpr std::uint64_t kIbpDecodeChunksPerTeam = 4;
 
 // A row of more bytes than this is refused: the shader counts a row's bits in 32 bits.
 inline constexpr std::uint64_t kVulkanIbpMaxRowBytes = std::uint64_t{1} << 28;
