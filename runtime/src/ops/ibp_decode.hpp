@@ -47,7 +47,9 @@ void run_on_cpu(const IbpDecodeArgs& args, std::span<const std::span<std::byte>>
 
 // ---- The GPU algorithm (shaders/ibp_decode.comp, cuda_backend/ops/ibp_decode.cu) ----
 // (Vulkan's shaders/ibp_decode_subgroup.comp, where subgroup sizes can be required, splits a row
-// among subgroups and checks its length before storing: its header says how.)
+// among subgroups and checks its length before storing: its header says how. CUDA's kernel does
+// the same with teams of warps when the items are few, and reads the fields from a per-warp
+// shared-memory window: its header says how.)
 //
 // One 32-lane slice per item (a CUDA warp; a Vulkan workgroup of 32 invocations, scans through
 // shared memory). The slice reads the row's group table entries [gs, ge) and row table entry
@@ -56,12 +58,12 @@ void run_on_cpu(const IbpDecodeArgs& args, std::span<const std::span<std::byte>>
 // Then, in chunks of 32 x P elements (lane l: elements P l .. P l + P - 1 of the chunk; P = 1 for
 // 4- and 8-byte elements, a word's worth for narrower ones, stored as one word), each lane's field
 // lengths (matched: W - popcount(mask); unmatched or raw: W), a slice prefix sum of the lanes' bits
-// for their bit positions, the fields read as 32-bit words clamped to the row's stored end, and
-// the elements rebuilt (value | pdep(field, ~mask), a loop over the runs of zeros of the mask).
-// Mode 2 is a copy of the row's words (CUDA) or fields of W bits (Vulkan). At the
-// end, a row whose bits (padded to 4 bytes) are not exactly its stored length is rewritten with
-// zeros; every failing row ORs kIbpStatusCorrupt into the status word, which a fill set to 0
-// before.
+// for their bit positions, the fields read as 32-bit words no further than the word after the
+// row's stored end (still in the stream: the checksum table follows the row data), and the
+// elements rebuilt (value | pdep(field, ~mask), a loop over the runs of zeros of the mask). Mode 2
+// takes the same path with every element unmatched (fields of W bits). At the end, a row whose
+// bits (padded to 4 bytes) are not exactly its stored length is rewritten with zeros; every
+// failing row ORs kIbpStatusCorrupt into the status word, which a fill set to 0 before.
 inline constexpr std::uint32_t kIbpDecodeSliceLanes = 32;
 
 }  // namespace ferry::ops
