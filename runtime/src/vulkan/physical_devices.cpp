@@ -113,6 +113,25 @@ MatrixComponent component_of(VkComponentTypeNV type) {
   }
 }
 
+// The Vulkan 1.1 and 1.3 properties, where subgroups are described.
+struct SubgroupProperties {
+  VkPhysicalDeviceVulkan11Properties v11{};
+  VkPhysicalDeviceVulkan13Properties v13{};
+};
+
+SubgroupProperties query_subgroup_properties(VkPhysicalDevice handle) {
+  SubgroupProperties p;
+  p.v13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES;
+  p.v11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES;
+  p.v11.pNext = &p.v13;
+  VkPhysicalDeviceProperties2 properties{};
+  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties.pNext = &p.v11;
+  vkGetPhysicalDeviceProperties2(handle, &properties);
+  p.v11.pNext = nullptr;  // it pointed into this copy
+  return p;
+}
+
 // VK_NV_cooperative_matrix: the feature, the shapes the driver lists, and what a shader using
 // them needs besides (int8, the Vulkan memory model, subgroups). Left empty without the extension.
 Status describe_cooperative_matrix(VkPhysicalDevice handle,
@@ -136,15 +155,9 @@ Status describe_cooperative_matrix(VkPhysicalDevice handle,
   support.vulkan_memory_model = features12.vulkanMemoryModel == VK_TRUE;
   support.vulkan_memory_model_device_scope = features12.vulkanMemoryModelDeviceScope == VK_TRUE;
 
-  VkPhysicalDeviceVulkan13Properties properties13{};
-  properties13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES;
-  VkPhysicalDeviceVulkan11Properties properties11{};
-  properties11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES;
-  properties11.pNext = &properties13;
-  VkPhysicalDeviceProperties2 properties{};
-  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-  properties.pNext = &properties11;
-  vkGetPhysicalDeviceProperties2(handle, &properties);
+  const SubgroupProperties subgroup_properties = query_subgroup_properties(handle);
+  const VkPhysicalDeviceVulkan11Properties& properties11 = subgroup_properties.v11;
+  const VkPhysicalDeviceVulkan13Properties& properties13 = subgroup_properties.v13;
   support.subgroup_vote =
       (properties11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
       (properties11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT) != 0;
@@ -177,15 +190,9 @@ Status describe_cooperative_matrix(VkPhysicalDevice handle,
 // the operations ferry's shaders use.
 void describe_subgroups(VkPhysicalDevice handle, const VkPhysicalDeviceVulkan13Features& features13,
                         SubgroupSupport& support) {
-  VkPhysicalDeviceVulkan13Properties properties13{};
-  properties13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES;
-  VkPhysicalDeviceVulkan11Properties properties11{};
-  properties11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES;
-  properties11.pNext = &properties13;
-  VkPhysicalDeviceProperties2 properties{};
-  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-  properties.pNext = &properties11;
-  vkGetPhysicalDeviceProperties2(handle, &properties);
+  const SubgroupProperties subgroup_properties = query_subgroup_properties(handle);
+  const VkPhysicalDeviceVulkan11Properties& properties11 = subgroup_properties.v11;
+  const VkPhysicalDeviceVulkan13Properties& properties13 = subgroup_properties.v13;
   const bool compute = (properties11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
   support.size = properties11.subgroupSize;
   support.arithmetic =
