@@ -142,12 +142,22 @@ Status ingress_job(JobContext& job) {
       continue;
     }
     if (!next->has_value()) return Status(ErrorCode::internal, "the stream ended early");
-    const IngressBatch& batch = **next;
-    FERRY_RETURN_IF_ERROR(batch.ready().wait(ferry_test::kLongWait));
-    FERRY_ASSIGN_OR_RETURN(const std::vector<std::byte> tensor,
-                           ferry_test::read_bytes(job.device, batch.tensor(), 0, shape.output_bytes));
-    if (!same_bytes(tensor, ferry_test::expected_output(params, batches[batch.index()]),
-                    "ingress job")) {
+    IngressBatch& batch = **next;
+    const std::uint64_t index = batch.index();
+    // The tensor is read on the download queue, so the release names that copy (a release
+    // without a point covers the compute queue only): when a wait below fails, the job ends
+    // and the batch's slot may be reused, but not before the copy has read it.
+    FERRY_ASSIGN_OR_RETURN(Buffer readback,
+                           job.device.create_buffer(shape.output_bytes, MemoryKind::host_readback));
+    CommandList read;
+    FERRY_RETURN_IF_ERROR(read.copy(batch.tensor(), 0, readback, 0, shape.output_bytes));
+    FERRY_ASSIGN_OR_RETURN(const TimelinePoint copied,
+                           job.device.queue(QueueKind::download)
+                               .submit(std::move(read), {.wait = {batch.ready()}}));
+    FERRY_RETURN_IF_ERROR(batch.release(copied));
+    FERRY_RETURN_IF_ERROR(copied.wait(ferry_test::kLongWait));
+    FERRY_ASSIGN_OR_RETURN(const std::span<std::byte> tensor, readback.host_span());
+    if (!same_bytes(tensor, ferry_test::expected_output(params, batches[index]), "ingress job")) {
       return Status(ErrorCode::internal, "wrong data");
     }
   }
