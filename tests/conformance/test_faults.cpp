@@ -153,7 +153,7 @@ Status ingress_job(JobContext& job) {
     FERRY_RETURN_IF_ERROR(read.copy(batch.tensor(), 0, readback, 0, shape.output_bytes));
     FERRY_ASSIGN_OR_RETURN(const TimelinePoint copied,
                            job.device.queue(QueueKind::download)
-                               .submit(std::move(read), {.wait = {batch.ready()}}));
+                               .submit(std::move(read), {.wait = {batch.ready()}, .signal = {}}));
     FERRY_RETURN_IF_ERROR(batch.release(copied));
     FERRY_RETURN_IF_ERROR(copied.wait(ferry_test::kLongWait));
     FERRY_ASSIGN_OR_RETURN(const std::span<std::byte> tensor, readback.host_span());
