@@ -9,9 +9,13 @@
 // free bits of its column's mask. Arithmetic is 32-bit for elements of up to 4 bytes; raw rows
 // (mode 2) take the same path with every element unmatched.
 //
+// The fields are read from a per-warp window of the row in shared memory (Window), filled with
+// 16-byte loads; the tables (group table, masks, row table) from `tables`, a device copy when the
+// stream is in host memory (ibp_decode_kernel.cpp): over the bus, each row then crosses once.
+//
 // Items are rows (or gather slots). When there are many, a warp decodes an item alone in one
-// pass, every read checked against the row's end, and compares the row's length at the end (a
-// wrong one: the row is rewritten with zeros). When they are few (a piece of a staged upload, a
+// pass, its reads clamped to the word after the row's end, and compares the row's length at the
+// end (a wrong one: the row is rewritten with zeros). When they are few (a piece of a staged upload, a
 // range), a team of 2, 4 or 8 warps of a block takes each item, one segment of its chunks per
 // warp: A. each warp sums its segment's field lengths; one block barrier shares the sums, which
 // give each segment its first bit and the row its length, checked before anything is stored;
