@@ -179,6 +179,22 @@ Decoded run_decode(BackendUnderTest& t, const std::vector<std::byte>& stream,
   return decoded;
 }
 
+// The same decode on the CPU reference device: the truth for a corrupt stream's rows and status.
+Decoded run_decode_on_cpu(const ferry::Device& reference, const std::vector<std::byte>& stream,
+                          const IbpDecodeParams& params) {
+  BackendUnderTest on_cpu;
+  on_cpu.device = reference;
+  return run_decode(on_cpu, stream, params);
+}
+
+// The stream byte where `row`'s stored bytes begin (its group's start plus its row table offset).
+std::uint64_t row_start(const std::vector<std::byte>& stream, const ferry::ibp::Layout& layout,
+                        std::uint64_t group_rows, std::uint64_t row) {
+  const std::uint64_t group = row / group_rows;
+  return layout.data_offset + load<std::uint64_t>(stream, layout.group_table_offset + 8 * group) +
+         (load<std::uint32_t>(stream, layout.row_table_offset + 4 * row) & ~3u);
+}
+
 ibp::Layout layout_of(const std::vector<std::byte>& stream) {
   return REQUIRE_VALUE(ibp::read_layout(stream));
 }
@@ -438,17 +454,12 @@ TEST_CASE("ibp_decode: corrupt tables zero their rows and set the status") {
           if ((load<std::uint32_t>(stream, row_entry_at(row)) & 3u) == 0) break;
         }
         if (row == layout.rows) continue;  // no bitmap row (not with these tensors)
-        const std::uint64_t group = row / shape.group_rows;
-        const std::uint64_t start = layout.data_offset +
-                                    load<std::uint64_t>(stream, layout.group_table_offset + 8 * group) +
-                                    (load<std::uint32_t>(stream, row_entry_at(row)) & ~3u);
+        const std::uint64_t start = row_start(stream, layout, shape.group_rows, row);
         store(stream, start, load<std::uint32_t>(stream, start) ^ 0x0000ffffu);
         restamp(stream);
         INFO(size << "-byte elements: bitmap bits of row " << row << " flipped");
         const Decoded decoded = run_decode(t, stream, whole(layout));
-        BackendUnderTest on_cpu;
-        on_cpu.device = reference;
-        const Decoded expected = run_decode(on_cpu, stream, whole(layout));
+        const Decoded expected = run_decode_on_cpu(reference, stream, whole(layout));
         CHECK(decoded.status == expected.status);
         CHECK(ferry_test::check_bytes_equal(decoded.output, expected.output, "the CPU's decode"));
         const std::uint64_t row_bytes = shape.row_elements * size;
@@ -504,17 +515,12 @@ TEST_CASE("ibp_decode: long rows, split among several subgroups on Vulkan") {
               load<std::uint32_t>(stream, layout.row_table_offset + 4 * row);
           if ((entry & 3u) != 0) continue;
           std::vector<std::byte> broken = stream;
-          const std::uint64_t group = row / shape.group_rows;
-          const std::uint64_t start =
-              layout.data_offset + load<std::uint64_t>(stream, layout.group_table_offset + 8 * group) +
-              (entry & ~3u);
-          const std::uint64_t middle = start + 4 * ((shape.row_elements + 31) / 32 / 2);
+          const std::uint64_t middle = row_start(stream, layout, shape.group_rows, row) +
+                                       4 * ((shape.row_elements + 31) / 32 / 2);
           store(broken, middle, load<std::uint32_t>(broken, middle) ^ 0x00ff00f0u);
           restamp(broken);
           const Decoded got = run_decode(t, broken, whole(layout));
-          BackendUnderTest on_cpu;
-          on_cpu.device = reference;
-          const Decoded expected = run_decode(on_cpu, broken, whole(layout));
+          const Decoded expected = run_decode_on_cpu(reference, broken, whole(layout));
           CHECK(got.status == expected.status);
           CHECK(ferry_test::check_bytes_equal(got.output, expected.output, "the CPU's decode"));
           const std::uint64_t row_bytes = shape.row_elements * size;
