@@ -31,6 +31,10 @@ class CudaDevice final : public backend::BackendDevice {
                                                                        MemoryKind kind) override;
   Result<std::unique_ptr<backend::BackendTimeline>> create_timeline(
       std::uint64_t initial) override;
+  // ibp_decode copies a host stream's tables to the scratch (ops/ibp_decode_kernel.cpp).
+  bool uses_optional_scratch(ops::OpKind op) const override {
+    return op == ops::OpKind::ibp_decode;
+  }
   Status submit(QueueKind queue, const backend::Submission& submission) override;
   // Synchronizes ferry's streams: work a failed submission had already enqueued may still be
   // running behind the last signal core waited for.

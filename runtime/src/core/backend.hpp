@@ -142,6 +142,14 @@ class BackendDevice {
     return Status();
   }
 
+  // Whether the backend uses the scratch memory an op may offer it but does not need (ibp_decode's
+  // copy of a host stream's tables): core asks for scratch only then, since acquiring it can wait
+  // or fail. The default: no.
+  virtual bool uses_optional_scratch(ops::OpKind op) const {
+    (void)op;
+    return false;
+  }
+
   // Checks, when a supported op is recorded, what the backend already knows it cannot run with
   // these arguments (a limit such as Vulkan's storage-buffer window), so the error goes to the
   // caller recording it instead of failing a submission later. May run on any thread,

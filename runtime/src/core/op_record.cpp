@@ -39,6 +39,14 @@ Result<std::uint64_t> scratch_slab_bytes(const BufferRef& memory, const char* ca
   return runtime->scratch_options.slab_bytes;
 }
 
+Result<bool> uses_optional_scratch(const BufferRef& memory, ops::OpKind op, const char* call) {
+  if (!memory.buffer) {
+    return Status(ErrorCode::released,
+                  std::string(call) + ": the " + memory.what + " was released or moved from");
+  }
+  return memory.buffer->device->impl->uses_optional_scratch(op);
+}
+
 Status OpRecorder::record(CommandList& list, const char* call, ops::OpArgs args,
                           std::span<const BindingRequest> bindings, std::uint64_t scratch_bytes) {
   const std::shared_ptr<DeviceCore>* device = nullptr;

@@ -32,6 +32,9 @@ Status check_open(DeviceCore& device, const char* call);
 // The scratch memory one command may take on the device of `memory`
 // (DeviceOptions::scratch_slab_bytes), for ops that plan their passes to fit it.
 Result<std::uint64_t> scratch_slab_bytes(const BufferRef& memory, const char* call);
+// Whether the backend of `memory`'s device uses the optional scratch `op` may offer it
+// (BackendDevice::uses_optional_scratch).
+Result<bool> uses_optional_scratch(const BufferRef& memory, ops::OpKind op, const char* call);
 
 struct OpRecorder {
   // Checks, in order: every binding is live and inside its memory; all belong to one open device

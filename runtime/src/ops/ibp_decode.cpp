@@ -174,11 +174,13 @@ Status ibp_decode(CommandList& commands, const IbpDecodeBuffers& buffers,
       {&buffers.output, buffers.output_offset, output_bytes, backend::Access::write, "output"},
       {&buffers.status, buffers.status_offset, 4, backend::Access::write, "status"},
       {&buffers.indices, buffers.indices_offset, index_bytes, backend::Access::read, "indices"}};
-  // A stream in host memory (read over the bus) gets device scratch for its tables: a backend
-  // may copy them there first, so that the bus carries each row once, not the group's masks and
-  // values with every row.
+  // A stream in host memory (read over the bus) gets device scratch for its tables where the
+  // backend copies them there first, so that the bus carries each row once, not the group's masks
+  // and values with every row.
   std::uint64_t scratch_bytes = 0;
-  if (ferry::detail::host_view(buffers.stream).ok()) {
+  FERRY_ASSIGN_OR_RETURN(const bool tables_scratch,
+                         detail::uses_optional_scratch(buffers.stream, ops::OpKind::ibp_decode, kCall));
+  if (tables_scratch && ferry::detail::host_view(buffers.stream).ok()) {
     FERRY_ASSIGN_OR_RETURN(const std::uint64_t slab,
                            detail::scratch_slab_bytes(buffers.stream, kCall));
     if (args.layout.data_offset <= slab) scratch_bytes = args.layout.data_offset;

@@ -14,10 +14,10 @@ namespace ferry::ops {
 // Binding 0: the stream, read: layout.stream_bytes bytes, on a multiple of 8. Binding 1: the
 // output, written: output_bytes() bytes, on a multiple of the element size. Binding 2: the status,
 // written: one uint32, on a multiple of 4. Binding 3, gather only: the indices, read: item_count()
-// uint32, on a multiple of 4. Last, when the stream is in host memory and the device's scratch
-// slabs hold layout.data_offset bytes: scratch of that many bytes, where a backend may copy the
-// stream's bytes before its row data (header, group table, masks, row table) to read them from
-// device memory; a backend may also ignore it. Core has checked the layout (what read_layout computes from its
+// uint32, on a multiple of 4. Last, for a backend whose uses_optional_scratch(ibp_decode) is true,
+// when the stream is in host memory and the device's scratch slabs hold layout.data_offset bytes:
+// scratch of that many bytes, where it copies the stream's bytes before its row data (header,
+// group table, masks, row table) to read them from device memory. Core has checked the layout (what read_layout computes from its
 // fields), the rows (range: first_row + row_count <= rows; gather: 1 <= row_count < 2^32), and that
 // the outputs overlap nothing.
 //

@@ -100,9 +100,7 @@ void IbpDecodePipeline::destroy() noexcept {
 
 Result<std::vector<IbpDecodeDispatch>> IbpDecodePipeline::plan(
     const ops::IbpDecodeArgs& args, std::span<const backend::Binding> bindings) const {
-  // A last binding of scratch for the tables of a stream in host memory: not used here.
-  const std::size_t fixed = args.gather() ? 4u : 3u;
-  if (bindings.size() != fixed && bindings.size() != fixed + 1) {
+  if (bindings.size() != (args.gather() ? 4u : 3u)) {
     return Status(ErrorCode::internal,
                   "ibp_decode on Vulkan: " + std::to_string(bindings.size()) + " bindings");
   }
