@@ -31,6 +31,11 @@ layout(std430, set = 0, binding = 2) restrict buffer Status {
 layout(std430, set = 0, binding = 3) restrict readonly buffer Indices {
   uint words[];
 } indices;
+// The group table, masks and row table: the stream window again, or a device copy of the
+// stream's bytes before its row data (a stream in host memory).
+layout(std430, set = 0, binding = 4) restrict readonly buffer Tables {
+  uint words[];
+} tables;
 
 const uint kCorrupt = 1u;           // kIbpStatusCorrupt
 const uint kIndexOutOfRange = 2u;   // kIbpStatusIndexOutOfRange
@@ -84,11 +89,11 @@ uvec2 deposit64(uvec2 source, uvec2 free) {
   return uvec2(low, deposit(shift_right(source, uint(bitCount(free.x))).x, free.y));
 }
 
-// The element of `element_size` bytes at stream window byte `at` (a multiple of the size).
+// The mask or value of `element_size` bytes at tables window byte `at` (a multiple of the size).
 uvec2 load_element(uint at) {
   const uint es = push.element_size;
-  const uint word = src.words[at >> 2u];
-  if (es == 8u) return uvec2(word, src.words[(at >> 2u) + 1u]);
+  const uint word = tables.words[at >> 2u];
+  if (es == 8u) return uvec2(word, tables.words[(at >> 2u) + 1u]);
   if (es == 4u) return uvec2(word, 0u);
   return uvec2((word >> (8u * (at & 3u))) & low_bits(8u * es), 0u);
 }
@@ -224,18 +229,18 @@ void decode_item(uint item) {
   }
   const uint n = row == push.rows - 1u ? push.last_row_elements : push.row_elements;
   const uint g = row / push.group_rows;
-  const uvec2 group_start = uvec2(src.words[push.group_table_word + 2u * g],
-                                  src.words[push.group_table_word + 2u * g + 1u]);
-  const uvec2 group_end = uvec2(src.words[push.group_table_word + 2u * g + 2u],
-                                src.words[push.group_table_word + 2u * g + 3u]);
-  const uint entry = src.words[push.row_table_word + row];
+  const uvec2 group_start = uvec2(tables.words[push.group_table_word + 2u * g],
+                                  tables.words[push.group_table_word + 2u * g + 1u]);
+  const uvec2 group_end = uvec2(tables.words[push.group_table_word + 2u * g + 2u],
+                                tables.words[push.group_table_word + 2u * g + 3u]);
+  const uint entry = tables.words[push.row_table_word + row];
   const uint mode = entry & 3u, offset = entry & ~3u;
   const bool last_in_group = (row + 1u) % push.group_rows == 0u || row + 1u == push.rows;
   bool ok = group_start.y == 0u && group_end.y == 0u && group_start.x <= group_end.x &&
             group_end.x <= push.data_bytes && (group_start.x & 3u) == 0u && mode <= 2u;
   const uint group_bytes = group_end.x - group_start.x;
   uint next = group_bytes;
-  if (!last_in_group) next = src.words[push.row_table_word + row + 1u] & ~3u;
+  if (!last_in_group) next = tables.words[push.row_table_word + row + 1u] & ~3u;
   ok = ok && offset <= next && next <= group_bytes;
   if (ok) {
     const uint first = push.data_word + ((group_start.x + offset) >> 2u);

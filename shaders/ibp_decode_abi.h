@@ -37,10 +37,12 @@ layout(push_constant, std430) uniform IbpDecodePushConstants {
   FERRY_UINT rows;            // the stream's rows
   FERRY_UINT row_elements;    // R
   FERRY_UINT last_row_elements;  // elements of the last row (R unless it is short)
-  FERRY_UINT group_table_word;   // stream window word of group table entry 0 (uint64 entries)
-  FERRY_UINT masks_byte;         // stream window byte of group 0's mask block
+  // The tables are read through binding 4: the stream window again, or a device copy of the
+  // stream's bytes before its row data.
+  FERRY_UINT group_table_word;   // tables window word of group table entry 0 (uint64 entries)
+  FERRY_UINT masks_byte;         // tables window byte of group 0's mask block
   FERRY_UINT mask_block_bytes;
-  FERRY_UINT row_table_word;     // stream window word of row table entry 0
+  FERRY_UINT row_table_word;     // tables window word of row table entry 0
   FERRY_UINT data_word;          // stream window word of the row data section
   FERRY_UINT data_bytes;
   FERRY_UINT items;              // items of this dispatch

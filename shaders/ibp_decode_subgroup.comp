@@ -22,7 +22,7 @@
 //
 // Phase B reads a row's words only for rows that passed the length check, so every field lies in
 // the row; other reads (bitmaps, the word after a mask or value run) are clamped into the row or
-// lie in the stream window (masks and values are followed by the row table).
+// lie in the stream or tables window (masks and values are followed by the row table).
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -49,6 +49,11 @@ layout(std430, set = 0, binding = 2) restrict buffer Status {
 layout(std430, set = 0, binding = 3) restrict readonly buffer Indices {
   uint words[];
 } indices;
+// The group table, masks and row table: the stream window again, or a device copy of the
+// stream's bytes before its row data (a stream in host memory).
+layout(std430, set = 0, binding = 4) restrict readonly buffer Tables {
+  uint words[];
+} tables;
 
 const uint kCorrupt = 1u;           // kIbpStatusCorrupt
 const uint kIndexOutOfRange = 2u;   // kIbpStatusIndexOutOfRange
@@ -84,12 +89,12 @@ uvec2 deposit64(uvec2 source, uvec2 free) {
   return uvec2(deposit(source.x, free.x), deposit(high_source, free.y));
 }
 
-// The 4 stream bytes from window byte `at` (any alignment) as a little-endian word.
+// The 4 tables bytes from window byte `at` (any alignment) as a little-endian word.
 uint load_bytes(uint at) {
   const uint shift = 8u * (at & 3u);
-  const uint low = src.words[at >> 2u];
+  const uint low = tables.words[at >> 2u];
   if (shift == 0u) return low;
-  return (low >> shift) | (src.words[(at >> 2u) + 1u] << (32u - shift));
+  return (low >> shift) | (tables.words[(at >> 2u) + 1u] << (32u - shift));
 }
 
 // The row being decoded by this team.
@@ -98,7 +103,7 @@ struct Row {
   uint last;      // the last stream word a read of it may touch (first when it is empty)
   uint n;         // elements
   uint mode;
-  uint masks;     // stream window byte of its group's masks
+  uint masks;     // tables window byte of its group's masks
   uint values;    // ... and values
   uint lead;      // output byte of the item's start in its word (1- and 2-byte elements)
 };
@@ -187,8 +192,8 @@ Unit64 unit64_of(Row row, uint c) {
   const bool matched = row.mode == 1u || (row_word(row, c >> 5u) >> (c & 31u) & 1u) != 0u;
   if (!matched) return unit;
   const uint m = (row.masks >> 2u) + 2u * c, v = (row.values >> 2u) + 2u * c;
-  unit.free = ~uvec2(src.words[m], src.words[m + 1u]);
-  unit.value = uvec2(src.words[v], src.words[v + 1u]);
+  unit.free = ~uvec2(tables.words[m], tables.words[m + 1u]);
+  unit.value = uvec2(tables.words[v], tables.words[v + 1u]);
   return unit;
 }
 
@@ -310,9 +315,9 @@ void main() {
         row.n = row_index == push.rows - 1u ? push.last_row_elements : push.row_elements;
         const uint g = row_index / push.group_rows;
         const uint table = push.group_table_word + 2u * g;
-        const uvec2 group_start = uvec2(src.words[table], src.words[table + 1u]);
-        const uvec2 group_end = uvec2(src.words[table + 2u], src.words[table + 3u]);
-        const uint entry = src.words[push.row_table_word + row_index];
+        const uvec2 group_start = uvec2(tables.words[table], tables.words[table + 1u]);
+        const uvec2 group_end = uvec2(tables.words[table + 2u], tables.words[table + 3u]);
+        const uint entry = tables.words[push.row_table_word + row_index];
         row.mode = entry & 3u;
         const uint offset = entry & ~3u;
         const bool last_in_group =
@@ -321,7 +326,7 @@ void main() {
              group_end.x <= push.data_bytes && (group_start.x & 3u) == 0u && row.mode <= 2u;
         const uint group_bytes = group_end.x - group_start.x;
         const uint next = last_in_group ? group_bytes
-                                        : src.words[push.row_table_word + row_index + 1u] & ~3u;
+                                        : tables.words[push.row_table_word + row_index + 1u] & ~3u;
         ok = ok && offset <= next && next <= group_bytes;
         if (ok) {
           bytes = next - offset;

@@ -33,10 +33,12 @@ CommandAccess access_of(const backend::Command& command) {
       },
       [&](const backend::OpCommand& op) {
         // Compute shaders reading and writing storage buffers (a written binding may also be
-        // read: fill's edge words are atomic read-modify-writes).
-        access.stage = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
-        access.access = VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
-        access.write_access = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
+        // read: fill's edge words are atomic read-modify-writes), and copies between the
+        // bindings (ibp_decode's tables into its scratch).
+        access.stage = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_2_COPY_BIT;
+        access.access = VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT |
+                        VK_ACCESS_2_TRANSFER_READ_BIT | VK_ACCESS_2_TRANSFER_WRITE_BIT;
+        access.write_access = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT | VK_ACCESS_2_TRANSFER_WRITE_BIT;
         for (const backend::Binding& binding : op.bindings) {
           const auto* buffer = static_cast<const VulkanBuffer*>(binding.buffer);
           (binding.access == backend::Access::read ? access.read : access.written)

@@ -399,10 +399,14 @@ TEST_CASE("ibp_decode: corrupt tables zero their rows and set the status") {
       auto row_entry_at = [&](std::uint64_t row) { return layout.row_table_offset + 4 * row; };
       auto check_corrupt = [&](const std::vector<std::byte>& stream, const ibp::Layout& used,
                                const std::vector<std::byte>& expected, const char* what) {
-        INFO(size << "-byte elements: " << what);
-        const Decoded decoded = run_decode(t, stream, whole(used));
-        CHECK(decoded.status == ferry::kIbpStatusCorrupt);
-        CHECK(ferry_test::check_bytes_equal(decoded.output, expected, "the decoded tensor"));
+        // From device memory, and from host memory (where GPU backends read the tables from a
+        // device copy).
+        for (const Source source : {Source::device, Source::lease}) {
+          INFO(size << "-byte elements: " << what << (source == Source::lease ? ", host stream" : ""));
+          const Decoded decoded = run_decode(t, stream, whole(used), {}, source);
+          CHECK(decoded.status == ferry::kIbpStatusCorrupt);
+          CHECK(ferry_test::check_bytes_equal(decoded.output, expected, "the decoded tensor"));
+        }
       };
       {  // A row's mode 3: that row alone.
         std::vector<std::byte> stream = good;

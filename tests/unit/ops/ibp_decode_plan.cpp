@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ferry/ibp.hpp"
@@ -42,11 +43,14 @@ bool inside(const IbpDecodeWindow& window, std::uint64_t begin, std::uint64_t si
 
 void check_plan(const ferry::ops::IbpDecodeArgs& args, std::uint64_t stream_offset,
                 std::uint64_t output_offset, std::uint64_t status_offset,
-                std::uint64_t indices_offset, const IbpDecodeLimits& limits) {
+                std::uint64_t indices_offset, const IbpDecodeLimits& limits,
+                std::optional<std::uint64_t> tables_offset = {}) {
   CAPTURE(args.row_count);
   CAPTURE(limits.max_window_bytes);
+  CAPTURE(tables_offset.value_or(~0ull));
   const auto planned = ferry::vulkan::plan_ibp_decode(args, stream_offset, output_offset,
-                                                      status_offset, indices_offset, limits);
+                                                      status_offset, indices_offset, limits, {},
+                                                      tables_offset);
   REQUIRE_MESSAGE(planned.ok(), planned.status().to_string());
   const std::vector<IbpDecodeDispatch>& dispatches = *planned;
   const std::uint64_t alignment = std::max<std::uint64_t>(limits.offset_alignment, 16);
@@ -61,9 +65,13 @@ void check_plan(const ferry::ops::IbpDecodeArgs& args, std::uint64_t stream_offs
     CHECK(inside(d.status, status_offset, 4, alignment, max_window));
     CHECK(d.status.offset + 4 * p.status_word == status_offset);
     CHECK(inside(d.stream, stream_offset, l.stream_bytes, alignment, max_window));
-    CHECK(d.stream.offset + 4 * p.group_table_word == stream_offset + l.group_table_offset);
-    CHECK(d.stream.offset + p.masks_byte == stream_offset + l.masks_offset);
-    CHECK(d.stream.offset + 4 * p.row_table_word == stream_offset + l.row_table_offset);
+    // The tables: in the stream, or in the copy of its first data_offset bytes.
+    const std::uint64_t tables = tables_offset.value_or(stream_offset);
+    CHECK(inside(d.tables, tables, tables_offset ? l.data_offset : l.stream_bytes, alignment,
+                 max_window));
+    CHECK(d.tables.offset + 4 * p.group_table_word == tables + l.group_table_offset);
+    CHECK(d.tables.offset + p.masks_byte == tables + l.masks_offset);
+    CHECK(d.tables.offset + 4 * p.row_table_word == tables + l.row_table_offset);
     CHECK(d.stream.offset + 4 * p.data_word == stream_offset + l.data_offset);
     CHECK(p.mask_block_bytes == l.mask_block_bytes);
     CHECK(p.data_bytes == l.data_bytes);
@@ -113,6 +121,9 @@ TEST_CASE("ibp_decode plan: items split over output and index windows, each deco
     gather.rows = ferry::IbpDecodeRows::gather;
     gather.row_count = 300;
     check_plan(gather, 0, 74, 12, 36, limits);
+    // A stream in host memory: the tables from a scratch copy at any multiple of 8.
+    check_plan(whole, 8, 6, 1000, 0, limits, 40);
+    check_plan(gather, 0, 74, 12, 36, limits, 1ull << 20);
     if (small_output.max_window_bytes < layout.stream_bytes) {
       // A stream larger than a window is refused.
       const auto refused =

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,14 +57,14 @@ Status IbpDecodePipeline::create(const DeviceContext& context) {
   FERRY_ASSIGN_OR_RETURN(const bool portable, portable_asked());
   shader_ = choose_ibp_decode_shader(context.subgroups,
                                      context.limits.maxComputeWorkGroupInvocations, portable);
-  // Binding 0: the stream window, 1: the output, 2: the status, 3: the indices.
+  // Binding 0: the stream window, 1: the output, 2: the status, 3: the indices, 4: the tables.
   if (shader_.subgroup_size == 0) {
     FERRY_RETURN_IF_ERROR(
-        program_.create(context, shaders::ibp_decode_spv, 4, sizeof(IbpDecodePushConstants)));
+        program_.create(context, shaders::ibp_decode_spv, 5, sizeof(IbpDecodePushConstants)));
     FERRY_ASSIGN_OR_RETURN(pipeline_, program_.make_pipeline());
     return Status();
   }
-  FERRY_RETURN_IF_ERROR(program_.create(context, shaders::ibp_decode_subgroup_spv, 4,
+  FERRY_RETURN_IF_ERROR(program_.create(context, shaders::ibp_decode_subgroup_spv, 5,
                                         sizeof(IbpDecodePushConstants)));
   const std::array<std::uint32_t, 3> constants = {shader_.subgroup_size, shader_.teams,
                                                   shader_.subgroup_size * shader_.teams};
@@ -98,14 +99,24 @@ void IbpDecodePipeline::destroy() noexcept {
   context_ = nullptr;
 }
 
+namespace {
+// The bindings core gives ibp_decode: stream, output, status, the indices of a gather, then the
+// tables scratch (VulkanDevice::uses_optional_scratch) for a stream in host memory.
+std::size_t fixed_bindings(const ops::IbpDecodeArgs& args) { return args.gather() ? 4u : 3u; }
+}  // namespace
+
 Result<std::vector<IbpDecodeDispatch>> IbpDecodePipeline::plan(
     const ops::IbpDecodeArgs& args, std::span<const backend::Binding> bindings) const {
-  if (bindings.size() != (args.gather() ? 4u : 3u)) {
+  const std::size_t fixed = fixed_bindings(args);
+  const bool tables_scratch = bindings.size() == fixed + 1;
+  if ((bindings.size() != fixed && !tables_scratch) ||
+      (tables_scratch && bindings[fixed].size < args.layout.data_offset)) {
     return Status(ErrorCode::internal,
                   "ibp_decode on Vulkan: " + std::to_string(bindings.size()) + " bindings");
   }
   return plan_ibp_decode(args, bindings[0].offset, bindings[1].offset, bindings[2].offset,
-                         args.gather() ? bindings[3].offset : 0, limits_, shader_);
+                         args.gather() ? bindings[3].offset : 0, limits_, shader_,
+                         tables_scratch ? std::optional(bindings[fixed].offset) : std::nullopt);
 }
 
 Status IbpDecodePipeline::check(const ops::IbpDecodeArgs& args,
@@ -134,13 +145,33 @@ Status IbpDecodePipeline::record(VkCommandBuffer command_buffer, const ops::IbpD
     return static_cast<const VulkanBuffer*>(bindings[i].buffer)->handle();
   };
   const VolkDeviceTable& vk = context_->vk;
+  const std::size_t fixed = fixed_bindings(args);
+  if (bindings.size() > fixed) {
+    // The stream is in host memory: its tables cross the bus once, here, not with every row.
+    VkBufferCopy region{};
+    region.srcOffset = bindings[0].offset;
+    region.dstOffset = bindings[fixed].offset;
+    region.size = args.layout.data_offset;
+    vk.vkCmdCopyBuffer(command_buffer, handle(0), handle(fixed), 1, &region);
+    VkMemoryBarrier2 copied{};
+    copied.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2;
+    copied.srcStageMask = VK_PIPELINE_STAGE_2_COPY_BIT;
+    copied.srcAccessMask = VK_ACCESS_2_TRANSFER_WRITE_BIT;
+    copied.dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
+    copied.dstAccessMask = VK_ACCESS_2_SHADER_STORAGE_READ_BIT;
+    VkDependencyInfo dependency{};
+    dependency.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO;
+    dependency.memoryBarrierCount = 1;
+    dependency.pMemoryBarriers = &copied;
+    vk.vkCmdPipelineBarrier2(command_buffer, &dependency);
+  }
   vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
   for (std::size_t d = 0; d < dispatches.size(); ++d) {
     const IbpDecodeDispatch& dispatch = dispatches[d];
     // The status clear binds the first decode dispatch's output and indices windows (a binding
     // must be valid; it touches neither).
     const IbpDecodeDispatch& windows_of = d == 0 && dispatches.size() > 1 ? dispatches[1] : dispatch;
-    std::array<VkDescriptorBufferInfo, 4> windows{};
+    std::array<VkDescriptorBufferInfo, 5> windows{};
     windows[0] = {handle(0), dispatch.stream.offset, dispatch.stream.size};
     windows[1] = {handle(1), windows_of.output.offset, windows_of.output.size};
     windows[2] = {handle(2), dispatch.status.offset, dispatch.status.size};
@@ -149,6 +180,8 @@ Status IbpDecodePipeline::record(VkCommandBuffer command_buffer, const ops::IbpD
                      ? VkDescriptorBufferInfo{handle(3), windows_of.indices.offset,
                                               windows_of.indices.size}
                      : windows[0];
+    windows[4] = {handle(bindings.size() > fixed ? fixed : 0), dispatch.tables.offset,
+                  dispatch.tables.size};
     // Every dispatch ORs into the status (the first writes it), and consecutive output windows
     // may share a word.
     if (d > 0) record_compute_barrier(vk, command_buffer);

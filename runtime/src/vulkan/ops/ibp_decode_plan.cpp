@@ -35,12 +35,14 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
                                                        std::uint64_t status_offset,
                                                        std::uint64_t indices_offset,
                                                        const IbpDecodeLimits& limits,
-                                                       const IbpDecodeShader& shader) {
+                                                       const IbpDecodeShader& shader,
+                                                       std::optional<std::uint64_t> tables_offset) {
   const ibp::Layout& layout = args.layout;
   const std::uint64_t es = layout.element_size;
   if (args.row_count == 0 || layout.rows == 0 || layout.group_rows == 0 ||
       (es != 1 && es != 2 && es != 4 && es != 8) || stream_offset % 8 != 0 ||
-      output_offset % es != 0 || status_offset % 4 != 0 || indices_offset % 4 != 0) {
+      output_offset % es != 0 || status_offset % 4 != 0 || indices_offset % 4 != 0 ||
+      (tables_offset && *tables_offset % 8 != 0)) {
     return Status(ErrorCode::internal, "ibp_decode of " + std::to_string(args.row_count) +
                                            " items (stream offset " +
                                            std::to_string(stream_offset) +
@@ -61,6 +63,13 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
   }
   const IbpDecodeWindow status = window_of(status_offset, 4, alignment);
   const std::uint32_t stream_word = static_cast<std::uint32_t>((stream_offset - stream.offset) / 4);
+  // The tables' window: the stream's, or the copy's (its tables at the same offsets from its
+  // start as in the stream; data_offset bytes, under the 2 GiB window as the stream is).
+  const IbpDecodeWindow tables =
+      tables_offset ? window_of(*tables_offset, layout.data_offset, alignment) : stream;
+  const std::uint32_t tables_word = tables_offset
+                                        ? static_cast<std::uint32_t>((*tables_offset - tables.offset) / 4)
+                                        : stream_word;
 
   shaders::IbpDecodePushConstants common{};
   common.flags = args.gather() ? FERRY_IBP_DECODE_GATHER : 0u;
@@ -71,10 +80,10 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
   common.row_elements = static_cast<std::uint32_t>(layout.row_elements);
   common.last_row_elements = static_cast<std::uint32_t>(layout.row_elements_of(layout.rows - 1));
   common.group_table_word =
-      stream_word + static_cast<std::uint32_t>(layout.group_table_offset / 4);
-  common.masks_byte = 4 * stream_word + static_cast<std::uint32_t>(layout.masks_offset);
+      tables_word + static_cast<std::uint32_t>(layout.group_table_offset / 4);
+  common.masks_byte = 4 * tables_word + static_cast<std::uint32_t>(layout.masks_offset);
   common.mask_block_bytes = static_cast<std::uint32_t>(layout.mask_block_bytes);
-  common.row_table_word = stream_word + static_cast<std::uint32_t>(layout.row_table_offset / 4);
+  common.row_table_word = tables_word + static_cast<std::uint32_t>(layout.row_table_offset / 4);
   common.data_word = stream_word + static_cast<std::uint32_t>(layout.data_offset / 4);
   common.data_bytes = static_cast<std::uint32_t>(layout.data_bytes);
   common.slot_bytes = static_cast<std::uint32_t>(slot);
@@ -95,6 +104,7 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
   std::vector<IbpDecodeDispatch> dispatches;
   IbpDecodeDispatch clear;
   clear.stream = stream;
+  clear.tables = tables;
   clear.status = status;
   clear.group_count = 1;
   clear.push = common;
@@ -116,6 +126,7 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
         std::min(items * slot, total_output - first * slot);  // the short last row
     IbpDecodeDispatch dispatch;
     dispatch.stream = stream;
+    dispatch.tables = tables;
     dispatch.status = status;
     dispatch.output = window_of(out_start, out_bytes, alignment);
     dispatch.push = common;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ferry/status.hpp"
@@ -33,6 +34,10 @@ struct IbpDecodeWindow {
 
 struct IbpDecodeDispatch {
   IbpDecodeWindow stream, output, status, indices;  // indices: size 0 without a gather
+  // Where the shader reads the group table, masks and row table: the stream window, or a device
+  // copy of the stream's bytes before its row data (tables_offset given: a stream in host
+  // memory, whose tables would otherwise cross the bus with every row).
+  IbpDecodeWindow tables;
   std::uint32_t group_count = 0;
   shaders::IbpDecodePushConstants push{};
 };
@@ -61,7 +66,8 @@ inline constexpr std::uint64_t kIbpDecodeChunksPerTeam = 4;
 // A row of more bytes than this is refused: the shader counts a row's bits in 32 bits.
 inline constexpr std::uint64_t kVulkanIbpMaxRowBytes = std::uint64_t{1} << 28;
 
-// The dispatches of one ibp_decode whose bindings start at these offsets of their buffers.
+// The dispatches of one ibp_decode whose bindings start at these offsets of their buffers
+// (tables_offset: the scratch holding a copy of the stream's first layout.data_offset bytes).
 // Errors: unavailable when the stream, a row or one item's output does not fit a window;
 // internal for arguments core should have rejected.
 Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs& args,
@@ -70,7 +76,8 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
                                                        std::uint64_t status_offset,
                                                        std::uint64_t indices_offset,
                                                        const IbpDecodeLimits& limits,
-                                                       const IbpDecodeShader& shader = {});
+                                                       const IbpDecodeShader& shader = {},
+                                                       std::optional<std::uint64_t> tables_offset = {});
 
 }  // namespace ferry::vulkan
 
