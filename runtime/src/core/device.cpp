@@ -34,6 +34,7 @@ DeviceState::~DeviceState() {
   }
   core->impl->finish_teardown_work();
   retire();
+  if (core->trace) core->trace->finish_or_report();
 }
 
 }  // namespace detail
@@ -45,6 +46,12 @@ namespace {
 bool env_flag(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr && value[0] != '\0' && std::string(value) != "0";
+}
+
+// An environment variable's text; empty when unset.
+std::string env_text(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
 }
 
 Result<Backend> parse_backend(std::string_view name) {
@@ -127,6 +134,21 @@ Result<Device> Device::open(std::string_view backend_name, int index,
   auto core = std::make_shared<detail::DeviceCore>();
   core->info = impl->info();
   core->impl = std::move(impl);
+  if (const std::string trace_path = options.trace_path.empty() ? env_text("FERRY_TRACE")
+                                                                : options.trace_path;
+      !trace_path.empty()) {
+    auto trace = detail::DeviceTrace::open(trace_path, core->info, options.message_sink);
+    if (!trace.ok()) return trace.status().with_context("Device::open");
+    core->trace = std::move(trace).value();
+    // Host tracks always; device execution where the backend can time it.
+    const Status timed = core->impl->enable_execution_timing(core->trace.get());
+    core->trace->set_device_timed(timed.ok());
+    if (!timed.ok()) {
+      for (int q = 0; q < kQueueKindCount; ++q) {
+        core->trace->cannot_time(static_cast<QueueKind>(q), timed.message());
+      }
+    }
+  }
   auto state = std::make_shared<detail::DeviceState>();
   state->core = core;
   state->scratch_options = {options.scratch_slab_bytes, options.scratch_max_slabs};
@@ -286,6 +308,11 @@ Status Device::close(Timeout timeout) {
   }
   core.changed.notify_all();
   state_->retire();
+  if (core.trace) {
+    // The device's part of the trace ends here; the file is written if it was the last one.
+    Status written = core.trace->finish();
+    if (!written.ok() && drained.ok()) drained = written.with_context("Device::close");
+  }
   return drained;
 }
 
