@@ -30,6 +30,9 @@ struct QueueFamilyInfo {
   bool graphics = false;
   bool compute = false;
   bool transfer = false;
+  // Bits of the family's device timestamps (Vulkan timestampValidBits): 0 where its queues
+  // cannot be timed (a trace then says so), below 64 where the counter wraps.
+  std::uint32_t timestamp_valid_bits = 0;
 };
 
 // Which native queue serves one of ferry's queues.

@@ -113,8 +113,8 @@ struct Submission {
   std::span<const Command> commands;
   std::span<const TimelineValue> waits;
   std::span<const TimelineValue> signals;  // never empty: core adds the queue's progress value
-  // The submission's number on its queue (its progress value), for ExecutionTimes; 0 for core's
-  // empty fence behind a failed submission, which is not timed.
+  // The submission's number on its queue (its progress value) when its execution is to be timed
+  // (ExecutionTimes); 0 when not: tracing off, a queue the backend cannot time, core's fences.
   std::uint64_t id = 0;
 };
 
@@ -202,12 +202,17 @@ class BackendDevice {
   virtual Status submit(QueueKind queue, const Submission& submission) = 0;
 
   // Tracing is on: from now on report the device execution of every submission with an id to
-  // `times` (which outlives the device). ErrorCode::unavailable where the backend cannot time
-  // anything (the trace then has host tracks only); per-queue limits go to cannot_time.
+  // `times` (which outlives the device), and tell it (cannot_time) which queues cannot be timed
+  // and why. ErrorCode::unavailable where no queue can be (the trace has host tracks only).
   virtual Status enable_execution_timing(ExecutionTimes* times) {
-    (void)times;
-    return Status(ErrorCode::unavailable, "this backend does not time its submissions yet");
+    constexpr const char* kWhy = "this backend does not time its submissions yet";
+    for (int q = 0; q < kQueueKindCount; ++q) times->cannot_time(static_cast<QueueKind>(q), kWhy);
+    return Status(ErrorCode::unavailable, kWhy);
   }
+
+  // Tracing: report the times of every submission that has completed (core calls it once all
+  // have, before the trace is written). Serialized with submit().
+  virtual void report_execution_times() {}
 
   // Called at teardown once every submission has completed, before core destroys the queues'
   // timelines: afterwards the implementation must no longer touch anything those submissions

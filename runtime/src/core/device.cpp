@@ -32,6 +32,10 @@ DeviceState::~DeviceState() {
   for (auto& queue : queues) {
     if (queue.progress) (void)wait_queue_idle(queue, Deadline::forever(), false);
   }
+  if (core->trace) {
+    std::lock_guard lock(core->mutex);  // serialized with submissions, as backends expect
+    core->impl->report_execution_times();
+  }
   core->impl->finish_teardown_work();
   retire();
   if (core->trace) core->trace->finish_or_report();
@@ -140,14 +144,8 @@ Result<Device> Device::open(std::string_view backend_name, int index,
     auto trace = detail::DeviceTrace::open(trace_path, core->info, options.message_sink);
     if (!trace.ok()) return trace.status().with_context("Device::open");
     core->trace = std::move(trace).value();
-    // Host tracks always; device execution where the backend can time it.
-    const Status timed = core->impl->enable_execution_timing(core->trace.get());
-    core->trace->set_device_timed(timed.ok());
-    if (!timed.ok()) {
-      for (int q = 0; q < kQueueKindCount; ++q) {
-        core->trace->cannot_time(static_cast<QueueKind>(q), timed.message());
-      }
-    }
+    // Host tracks always; device execution where the backend can time it (it says where not).
+    core->trace->set_device_timed(core->impl->enable_execution_timing(core->trace.get()).ok());
   }
   auto state = std::make_shared<detail::DeviceState>();
   state->core = core;
@@ -309,6 +307,10 @@ Status Device::close(Timeout timeout) {
   core.changed.notify_all();
   state_->retire();
   if (core.trace) {
+    {
+      std::lock_guard lock(core.mutex);  // serialized with submissions, as backends expect
+      core.impl->report_execution_times();
+    }
     // The device's part of the trace ends here; the file is written if it was the last one.
     Status written = core.trace->finish();
     if (!written.ok() && drained.ok()) drained = written.with_context("Device::close");

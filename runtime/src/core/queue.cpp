@@ -147,12 +147,13 @@ Status DeviceState::dispatch(QueueState& queue, Submission&& submission) {
   const std::uint64_t progress_value = submission.progress_value;
   DeviceTrace* const trace = core->trace.get();
   const std::int64_t start_ns = trace != nullptr ? trace_now_ns() : 0;
+  const auto command_count = static_cast<std::int64_t>(submission.commands.size());
   // The dispatch's span on the queue's track, and the in-flight counter, however it ends.
   auto traced = [&](const char* name) {
     if (trace == nullptr) return;
     trace->span(DeviceTrace::queue_track(queue.kind), name, start_ns, trace_now_ns(),
                 {"submission", static_cast<std::int64_t>(progress_value)},
-                {"commands", static_cast<std::int64_t>(submission.commands.size())});
+                {"commands", command_count});
     trace_in_flight(*trace, queue);
   };
   if (submission.failure.ok()) {
@@ -169,7 +170,10 @@ Status DeviceState::dispatch(QueueState& queue, Submission&& submission) {
 
     Status status = injected_fault(FaultSite::submit, "the backend refused the submission");
     if (status.ok()) {
-      status = core->impl->submit(queue.kind, {commands, waits, signals, progress_value});
+      // Timed (ExecutionTimes) only when traced and the backend times this queue.
+      const std::uint64_t timed_id =
+          trace != nullptr && trace->device_timed(queue.kind) ? progress_value : 0;
+      status = core->impl->submit(queue.kind, {commands, waits, signals, timed_id});
     }
     if (status.ok()) {
       for (const auto& s : submission.signals) {
@@ -177,7 +181,7 @@ Status DeviceState::dispatch(QueueState& queue, Submission&& submission) {
         state.submitted = std::max(state.submitted, s.value);
       }
       queue.progress->submitted = progress_value;
-      if (trace != nullptr && trace->device_timed()) {
+      if (trace != nullptr && trace->device_timed(queue.kind)) {
         trace->submission_dispatched(queue.kind, progress_value, start_ns);
       }
       queue.in_flight.push_back(std::move(submission));

@@ -82,7 +82,8 @@ void write_us(std::FILE* out, std::int64_t ns) {
 std::string queue_track_name(int tid) {
   const bool device = tid > kQueueKindCount;
   const auto kind = static_cast<QueueKind>(device ? tid - kQueueKindCount - 1 : tid - 1);
-  return std::string(to_string(kind)) + (device ? " queue: device execution" : " queue: submissions");
+  return std::string(to_string(kind)) +
+         (device ? " queue: device execution" : " queue: submissions");
 }
 
 }  // namespace
@@ -139,7 +140,9 @@ class TraceFile {
       dropped = dropped_;
     }
     std::FILE* out = std::exchange(out_, nullptr);
-    if (out == nullptr) return Status(ErrorCode::internal, "trace file '" + path_ + "' written twice");
+    if (out == nullptr) {
+      return Status(ErrorCode::internal, "trace file '" + path_ + "' written twice");
+    }
     std::map<int, std::string> thread_track_names;
     {
       std::lock_guard lock(thread_names().mutex);
@@ -368,9 +371,12 @@ void DeviceTrace::submission_dispatched(QueueKind queue, std::uint64_t submissio
   file_->add(event);
 }
 
-const char* DeviceTrace::intern(std::string text) noexcept { return file_->intern(std::move(text)); }
+const char* DeviceTrace::intern(std::string text) noexcept {
+  return file_->intern(std::move(text));
+}
 
-std::uint64_t DeviceTrace::submission_flow(QueueKind queue, std::uint64_t submission) const noexcept {
+std::uint64_t DeviceTrace::submission_flow(QueueKind queue,
+                                           std::uint64_t submission) const noexcept {
   // Unique in the file: the process, the queue and the submission's number on it.
   return (static_cast<std::uint64_t>(pid_) << 48) |
          (static_cast<std::uint64_t>(queue) << 44) | (submission & ((1ull << 44) - 1));
@@ -400,6 +406,7 @@ void DeviceTrace::command_ran(QueueKind queue, std::uint64_t submission, std::si
 }
 
 void DeviceTrace::cannot_time(QueueKind queue, std::string_view reason) noexcept {
+  untimed_[static_cast<int>(queue)].store(true, std::memory_order_relaxed);
   TraceEvent event;
   event.phase = 'i';
   event.pid = pid_;

@@ -10,6 +10,7 @@
 // (no I/O); the file is written once, when its last device is done with it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -71,13 +72,17 @@ class DeviceTrace final : public backend::ExecutionTimes {
   void counter(const char* name, std::int64_t value) noexcept;
   // The start of an arrow to the device execution of a queue's submission (submission_ran ends
   // it), from the span enclosing `ts_ns` on the queue's track: its dispatch.
-  void submission_dispatched(QueueKind queue, std::uint64_t submission, std::int64_t ts_ns) noexcept;
+  void submission_dispatched(QueueKind queue, std::uint64_t submission,
+                             std::int64_t ts_ns) noexcept;
   // A stable copy of `text`, for names made at run time (a pool's counter).
   const char* intern(std::string text) noexcept;
 
-  // Whether the backend reports device execution (BackendDevice::enable_execution_timing).
+  // Whether the backend reports device execution (BackendDevice::enable_execution_timing), on
+  // this queue (not said to be untimed by cannot_time).
   void set_device_timed(bool timed) noexcept { device_timed_ = timed; }
-  bool device_timed() const noexcept { return device_timed_; }
+  bool device_timed(QueueKind queue) const noexcept {
+    return device_timed_ && !untimed_[static_cast<int>(queue)].load(std::memory_order_relaxed);
+  }
 
   // backend::ExecutionTimes: spans on the queue's device track, from the dispatch's arrow.
   void submission_ran(QueueKind queue, std::uint64_t submission, std::int64_t start_ns,
@@ -95,6 +100,7 @@ class DeviceTrace final : public backend::ExecutionTimes {
   std::function<void(MessageSeverity, std::string_view)> sink_;
   bool finished_ = false;  // guarded by the file registry's lock
   bool device_timed_ = false;  // set once, before any submission
+  std::atomic<bool> untimed_[kQueueKindCount] = {};
 
   // The flow id of a queue's submission (its progress value), unique within the file.
   std::uint64_t submission_flow(QueueKind queue, std::uint64_t submission) const noexcept;
