@@ -244,7 +244,9 @@ int run_bench(const Options& options, const std::string& command_line, std::stri
               const std::function<Status(Bench&)>& body) {
   const std::string backend = options.text("--backend");
   const auto index = static_cast<int>(options.number("--device"));
-  Result<Device> device = Device::open(backend, index, device_options());
+  DeviceOptions traced = device_options();
+  traced.trace_path = options.text("--trace");  // the benched device only, not the reference
+  Result<Device> device = Device::open(backend, index, traced);
   if (!device.ok()) {
     return library_error(device.status(),
                          "opening " + backend + " device " + std::to_string(index));

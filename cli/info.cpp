@@ -38,13 +38,18 @@ void add_device(Report& report, DeviceInfo info, bool available) {
   if (!open_error.empty())
     device.fields.push_back({"queues", "open_error", "unknown: " + open_error});
   Section& families = report.add_section(
-      name + " queue families (flags: g graphics, c compute, t transfer)", "queue_families_" + key);
-  families.columns = {
-      {"index", "index", Unit::count}, {"count", "queue_count", Unit::count}, {"flags", "flags"}};
+      name + " queue families (flags: g graphics, c compute, t transfer; timestamp bits: 0 "
+             "cannot be timed in traces)",
+      "queue_families_" + key);
+  families.columns = {{"index", "index", Unit::count},
+                      {"count", "queue_count", Unit::count},
+                      {"flags", "flags"},
+                      {"timestamp bits", "timestamp_valid_bits", Unit::count}};
   for (const auto& family : info.queue_families) {
     families.add_row({std::uint64_t{family.index}, std::uint64_t{family.queue_count},
                       std::string{family.graphics ? 'g' : '-', family.compute ? 'c' : '-',
-                                  family.transfer ? 't' : '-'}});
+                                  family.transfer ? 't' : '-'},
+                      std::uint64_t{family.timestamp_valid_bits}});
   }
   if (families.rows.empty()) families.notes = {"none: the backend has no such notion"};
   Section& queues = report.add_section(

@@ -79,10 +79,11 @@ int run_command(const Command& command, const std::vector<std::string_view>& arg
   }
   // A --json-file that cannot be written is found now, not after the whole benchmark (a file
   // made only for this test is removed again: a failed run leaves nothing behind).
-  if (options.given("--json-file")) {
-    const std::string path = options.text("--json-file");
+  for (const char* output : {"--json-file", "--trace"}) {
+    if (!options.given(output)) continue;
+    const std::string path = options.text(output);
     if (const std::string why = unwritable(path); !why.empty())
-      return usage_error("--json-file " + path + ": " + why);
+      return usage_error(std::string(output) + " " + path + ": " + why);
   }
   std::string line = "ferry " + std::string(command.name);
   for (std::string_view arg : args) line.append(" ").append(arg);

@@ -17,6 +17,9 @@ constexpr OptionSpec kBenchOptionList[] = {
     {.name = "--json", .help = "JSON on stdout instead of the tables"},
     {.name = "--json-file", .kind = OptionKind::text, .metavar = "PATH",
      .help = "also write the JSON to PATH"},
+    {.name = "--trace", .kind = OptionKind::text, .metavar = "PATH",
+     .help = "write a trace of the benched device's work to PATH (Chrome trace-event JSON: "
+             "ui.perfetto.dev opens it); as FERRY_TRACE=PATH"},
 };
 
 Status bad(std::string message) { return Status(ErrorCode::invalid_argument, std::move(message)); }

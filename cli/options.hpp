@@ -57,7 +57,7 @@ inline constexpr OptionSpec kDeviceOption = {
     .name = "--device", .kind = OptionKind::count, .metavar = "N",
     .help = "device index within the backend", .fallback = "0", .max = 1024};
 
-// --backend, --device, --quick, --json, --json-file.
+// --backend, --device, --quick, --json, --json-file, --trace.
 extern const std::span<const OptionSpec> kBenchOptions;
 
 // An image batch shape NxHxWxC (batch, height, width, channels), e.g. 64x224x224x3.

@@ -1,6 +1,7 @@
 #include "device.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -85,11 +86,33 @@ CudaDevice::~CudaDevice() {
   // user of this GPU in the process, so no cudaDeviceSynchronize / cudaDeviceReset.
   (void)cudaSetDevice(index_);
   for (cudaStream_t stream : streams_) {
-    if (stream == nullptr) continue;
-    (void)cudaStreamSynchronize(stream);
-    (void)cudaStreamDestroy(stream);
+    if (stream != nullptr) (void)cudaStreamSynchronize(stream);
+  }
+  for (StreamTimer& timer : timers_) timer.destroy();
+  for (cudaStream_t stream : streams_) {
+    if (stream != nullptr) (void)cudaStreamDestroy(stream);
   }
   (void)cudaGetLastError();
+}
+
+Status CudaDevice::enable_execution_timing(backend::ExecutionTimes* times) {
+  FERRY_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+  for (std::size_t kind = 0; kind < timers_.size(); ++kind) {
+    const Status created = timers_[kind].create(static_cast<QueueKind>(kind), times);
+    if (!created.ok()) {
+      for (StreamTimer& timer : timers_) timer.destroy();
+      for (int q = 0; q < kQueueKindCount; ++q) {
+        times->cannot_time(static_cast<QueueKind>(q), created.message());
+      }
+      return created;
+    }
+  }
+  return Status();
+}
+
+void CudaDevice::report_execution_times() {
+  if (cudaSetDevice(index_) != cudaSuccess) return;
+  for (StreamTimer& timer : timers_) timer.collect();
 }
 
 void CudaDevice::finish_teardown_work() {
@@ -178,8 +201,16 @@ Status CudaDevice::submit(QueueKind queue, const backend::Submission& submission
   // 2. Waits, then the commands, in order on the queue's stream. If one of these fails, work
   // already enqueued before it may still run (CUDA cannot take it back), but no signal of this
   // submission is published, so nothing is ever reported complete.
-  auto fail = [&give_back_events](Status status) {
+  // Tracing: report what completed, and time this one (after its waits, around its commands).
+  StreamTimer& timer = timers_[queue_index];
+  std::optional<StreamTimer::Pair> timed;
+  if (timer.active() && submission.id != 0 && !submission.commands.empty()) {
+    timer.collect();
+    timed = timer.take();
+  }
+  auto fail = [&give_back_events, &timer, &timed](Status status) {
     give_back_events();
+    if (timed) timer.give_back(*timed);
     return status;
   };
   for (const auto& wait : submission.waits) {
@@ -187,6 +218,11 @@ Status CudaDevice::submit(QueueKind queue, const backend::Submission& submission
     if (!timeline.ok()) return fail(timeline.status());
     if (Status status = (*timeline)->enqueue_wait(stream, wait.value); !status.ok()) {
       return fail(std::move(status));
+    }
+  }
+  if (timed) {
+    if (const cudaError_t error = cudaEventRecord(timed->start, stream); error != cudaSuccess) {
+      return fail(cuda_status(error, "cudaEventRecord (trace: a submission's start)"));
     }
   }
   for (std::size_t i = 0; i < submission.commands.size(); ++i) {
@@ -209,6 +245,12 @@ Status CudaDevice::submit(QueueKind queue, const backend::Submission& submission
     }
   }
 
+  if (timed) {
+    if (const cudaError_t error = cudaEventRecord(timed->end, stream); error != cudaSuccess) {
+      return fail(cuda_status(error, "cudaEventRecord (trace: a submission's end)"));
+    }
+  }
+
   // 3. Signals: record every event before publishing any, so a failed record publishes none.
   for (const auto& signal : signals) {
     if (const cudaError_t error = cudaEventRecord(signal.event, stream); error != cudaSuccess) {
@@ -219,6 +261,7 @@ Status CudaDevice::submit(QueueKind queue, const backend::Submission& submission
   for (const auto& signal : signals) {
     signal.timeline->publish_signal(signal.value, stream, signal.event);
   }
+  if (timed) timer.submitted(*timed, submission.id);
   return Status();
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/backend.hpp"
 #include "op_kernels.hpp"
+#include "stream_timer.hpp"
 
 namespace ferry::cuda {
 
@@ -36,6 +37,9 @@ class CudaDevice final : public backend::BackendDevice {
     return op == ops::OpKind::ibp_decode;
   }
   Status submit(QueueKind queue, const backend::Submission& submission) override;
+  // Timing events around each submission on every stream (stream_timer.hpp).
+  Status enable_execution_timing(backend::ExecutionTimes* times) override;
+  void report_execution_times() override;
   // Synchronizes ferry's streams: work a failed submission had already enqueued may still be
   // running behind the last signal core waited for.
   void finish_teardown_work() override;
@@ -48,6 +52,7 @@ class CudaDevice final : public backend::BackendDevice {
   const int index_;
   DeviceInfo info_;
   std::array<cudaStream_t, kQueueKindCount> streams_{};  // indexed by QueueKind
+  std::array<StreamTimer, kQueueKindCount> timers_;      // inactive unless tracing
   unsigned max_blocks_ = 1;  // grid size cap for the backend's own copy kernel
   OpKernels kernels_;        // every op's kernel (op_kernels.hpp)
 };

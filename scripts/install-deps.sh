@@ -9,6 +9,7 @@ packages=(
   libvulkan-dev libvulkan-volk-dev              # Vulkan headers and loader; volk loads it at run time
   glslang-tools spirv-tools                     # shaders: glslangValidator, spirv-opt, spirv-val
   doctest-dev                                   # unit tests and conformance suite
+  nlohmann-json3-dev                            # tests: parsing the trace files ferry writes
   vulkan-validationlayers                       # Khronos validation, on in the Vulkan tests
   mesa-vulkan-drivers                           # lavapipe: Vulkan on the CPU where there is no GPU
   vulkan-tools                                  # vulkaninfo, for diagnosing driver set-up

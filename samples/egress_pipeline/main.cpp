@@ -8,7 +8,7 @@
 // overlapping the host work on step i.
 //
 //   egress_pipeline [--backend auto|cpu|vulkan|cuda] [--steps N] [--mib M] [--out DIR]
-//                   [--workers W]
+//                   [--workers W] [--trace FILE]
 //
 // Exit status: 0 success, 1 error or a file whose bytes are wrong, 2 bad usage.
 #include <algorithm>
@@ -43,9 +43,10 @@ constexpr int kBarColumns = 60;
 
 constexpr const char* kUsage =
     "Usage: egress_pipeline [--backend auto|cpu|vulkan|cuda] [--steps N] [--mib M]\n"
-    "                       [--out DIR] [--workers W]\n"
+    "                       [--out DIR] [--workers W] [--trace FILE]\n"
     "\n"
     "  --backend  device to run on (default auto: cuda, then vulkan, then cpu)\n"
+    "  --trace    write a trace of the device's work to FILE (ui.perfetto.dev opens it)\n"
     "  --steps    outputs computed and streamed to files (default 16)\n"
     "  --mib      size of each output in MiB (default 8)\n"
     "  --out      folder for the files step_NNNN.bin (default egress_out)\n"
@@ -55,6 +56,7 @@ constexpr const char* kUsage =
 
 struct Options {
   std::string backend = "auto";
+  std::string trace;  // --trace: where to write a trace of the device's work; empty: none
   std::uint32_t steps = 16;
   std::uint32_t mib = 8;
   fs::path out = "egress_out";
@@ -104,6 +106,8 @@ std::variant<Options, int> parse_args(int argc, char** argv) {
     std::optional<int> error;
     if (arg == "--backend") {
       options.backend = value;
+    } else if (arg == "--trace") {
+      options.trace = value;
     } else if (arg == "--out") {
       options.out = value;
     } else if (arg == "--steps") {
@@ -230,7 +234,9 @@ int run(const Options& options) {
   const std::uint64_t bytes = std::uint64_t{options.mib} << 20;
   const std::uint64_t chunks = (bytes + kChunkBytes - 1) / kChunkBytes;
 
-  auto device = Device::open(options.backend);
+  DeviceOptions device_options;
+  device_options.trace_path = options.trace;
+  auto device = Device::open(options.backend, 0, device_options);
   if (!device.ok()) return fail(device.status());
   std::printf("device: %s (%s)\n", device->info().name.c_str(),
               std::string(to_string(device->backend())).c_str());

@@ -15,7 +15,8 @@
 // and an even choice of those that do (green). With two images there is no known transform.
 //
 //   feature_match [--backend auto|cpu|vulkan|cuda] [--out DIR] [--features N] [--ratio R]
-//                 [--tolerance PX] [--min-inlier-rate F] [--lines N] [FIRST [SECOND]]
+//                 [--tolerance PX] [--min-inlier-rate F] [--lines N] [--trace FILE]
+//                 [FIRST [SECOND]]
 //
 // Exit status: 0 success, 1 error, a device list that differs from the host's or an inlier rate
 // below --min-inlier-rate, 2 bad usage.
@@ -60,11 +61,12 @@ constexpr const char* kPicture = "feature_match.png";
 constexpr const char* kUsage =
     "Usage: feature_match [--backend auto|cpu|vulkan|cuda] [--out DIR] [--features N]\n"
     "                     [--ratio R] [--tolerance PX] [--min-inlier-rate F] [--lines N]\n"
-    "                     [FIRST [SECOND]]\n"
+    "                     [--trace FILE] [FIRST [SECOND]]\n"
     "\n"
     "  FIRST, SECOND      images (PNG, JPEG, ...); without SECOND, a warped copy of FIRST with a\n"
     "                     known homography; without either, FIRST is the sample photo\n"
     "  --backend          device to run on (default auto: cuda, then vulkan, then cpu)\n"
+    "  --trace            write a trace of the device's work to FILE (ui.perfetto.dev opens it)\n"
     "  --out              folder for feature_match.png (default: the current folder)\n"
     "  --features         ORB keypoints kept per image (default 1500)\n"
     "  --ratio            Lowe's ratio: keep a match when nearest < R x second nearest\n"
@@ -80,6 +82,7 @@ constexpr const char* kUsage =
 
 struct Options {
   std::string backend = "auto";
+  std::string trace;  // --trace: where to write a trace of the device's work; empty: none
   fs::path first = fs::path(FERRY_SAMPLE_IMAGES_DIR) / "coffee.png";
   std::optional<fs::path> second;  // none: a warped copy of the first
   fs::path out = ".";
@@ -140,6 +143,8 @@ std::variant<Options, int> parse_args(int argc, char** argv) {
     };
     if (arg == "--backend") {
       options.backend = value;
+    } else if (arg == "--trace") {
+      options.trace = value;
     } else if (arg == "--out") {
       options.out = value;
     } else if (arg == "--features") {
@@ -415,7 +420,9 @@ std::string percent(double fraction) {
 
 int run(const Options& options) {
   using namespace ferry;
-  auto device = Device::open(options.backend);
+  DeviceOptions device_options;
+  device_options.trace_path = options.trace;
+  auto device = Device::open(options.backend, 0, device_options);
   if (!device.ok()) return fail(device.status());
   const std::string device_name =
       device->info().name + " (" + std::string(to_string(device->backend())) + ")";

@@ -4,7 +4,9 @@
 // fill kernel on the compute queue, and downloads it on the download queue. The three queues are
 // chained by one timeline, with no host round trip in between; the host waits once at the end.
 //
-//   hello_transfer [auto|cpu|vulkan|cuda]
+//   hello_transfer [auto|cpu|vulkan|cuda] [--trace FILE]
+//
+// --trace writes a trace of the device's work to FILE (ui.perfetto.dev opens it).
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -24,8 +26,15 @@ int fail(const ferry::Status& status) {
 int main(int argc, char** argv) {
   using namespace ferry;
   const char* backend = argc > 1 ? argv[1] : "auto";
+  DeviceOptions options;
+  if (argc == 4 && std::strcmp(argv[2], "--trace") == 0) {
+    options.trace_path = argv[3];
+  } else if (argc > 2) {
+    std::fprintf(stderr, "usage: hello_transfer [auto|cpu|vulkan|cuda] [--trace FILE]\n");
+    return 2;
+  }
 
-  auto device = Device::open(backend);
+  auto device = Device::open(backend, 0, options);
   if (!device.ok()) return fail(device.status());
   std::printf("device: %s (%s)\n", device->info().name.c_str(),
               std::string(to_string(device->backend())).c_str());

@@ -9,7 +9,7 @@
 // mirrored, so a person can see the round trip too.
 //
 //   image_ingest [--backend auto|cpu|vulkan|cuda] [--images DIR] [--out DIR] [--size 224]
-//                [--repeat N]
+//                [--repeat N] [--trace FILE]
 //
 // Exit status: 0 success, 1 error or a pixel that did not survive the round trip, 2 bad usage.
 #include <algorithm>
@@ -45,9 +45,10 @@ constexpr const char* kContactSheet = "contact_sheet.png";
 
 constexpr const char* kUsage =
     "Usage: image_ingest [--backend auto|cpu|vulkan|cuda] [--images DIR] [--out DIR]\n"
-    "                    [--size 224] [--repeat N]\n"
+    "                    [--size 224] [--repeat N] [--trace FILE]\n"
     "\n"
     "  --backend  device to run on (default auto: cuda, then vulkan, then cpu)\n"
+    "  --trace    write a trace of the device's work to FILE (ui.perfetto.dev opens it)\n"
     "  --images   folder of PNG/JPEG files (default: the sample's own images)\n"
     "  --out      folder for contact_sheet.png (default: the current folder)\n"
     "  --size     side of the normalized crop; images are scaled to size + 32 (default 224)\n"
@@ -58,6 +59,7 @@ constexpr const char* kUsage =
 
 struct Options {
   std::string backend = "auto";
+  std::string trace;  // --trace: where to write a trace of the device's work; empty: none
   fs::path images = FERRY_SAMPLE_IMAGES_DIR;
   fs::path out = ".";
   std::uint32_t size = 224;
@@ -97,6 +99,8 @@ std::variant<Options, int> parse_args(int argc, char** argv) {
     const std::string_view value = argv[++i];
     if (arg == "--backend") {
       options.backend = value;
+    } else if (arg == "--trace") {
+      options.trace = value;
     } else if (arg == "--images") {
       options.images = value;
     } else if (arg == "--out") {
@@ -271,7 +275,9 @@ int run(const Options& options) {
   using namespace ferry;
   const std::uint32_t canvas_side = options.size + 2 * kBorder;
 
-  auto device = Device::open(options.backend);
+  DeviceOptions device_options;
+  device_options.trace_path = options.trace;
+  auto device = Device::open(options.backend, 0, device_options);
   if (!device.ok()) return fail(device.status());
   std::printf("device: %s (%s)\n", device->info().name.c_str(),
               std::string(to_string(device->backend())).c_str());

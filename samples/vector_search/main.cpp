@@ -11,6 +11,7 @@
 //
 //   vector_search [--backend auto|cpu|vulkan|cuda] [--rows N] [--queries Q] [--dims D[,D...]]
 //                 [--clusters C] [--keep float32|int8] [--device-mib M] [--seed S]
+//                 [--trace FILE]
 //
 // Exit status: 0 success, 1 error, 2 bad usage.
 #include <algorithm>
@@ -42,9 +43,10 @@ constexpr std::uint32_t kStrongDirections = 16;  // per cluster
 constexpr const char* kUsage =
     "Usage: vector_search [--backend auto|cpu|vulkan|cuda] [--rows N] [--queries Q]\n"
     "                     [--dims D[,D...]] [--clusters C] [--keep float32|int8]\n"
-    "                     [--device-mib M] [--seed S]\n"
+    "                     [--device-mib M] [--seed S] [--trace FILE]\n"
     "\n"
     "  --backend     device to run on (default auto: cuda, then vulkan, then cpu)\n"
+    "  --trace       write a trace of the device's work to FILE (ui.perfetto.dev opens it)\n"
     "  --rows        database vectors (default 100000)\n"
     "  --queries     query vectors, one search batch (default 1000)\n"
     "  --dims        embedding sizes, each its own run (default 384,1024)\n"
@@ -58,6 +60,7 @@ constexpr const char* kUsage =
 
 struct Options {
   std::string backend = "auto";
+  std::string trace;  // --trace: where to write a trace of the device's work; empty: none
   std::uint32_t rows = 100'000;
   std::uint32_t queries = 1000;
   std::vector<std::uint32_t> dims = {384, 1024};
@@ -106,6 +109,8 @@ std::variant<Options, int> parse_args(int argc, char** argv) {
     };
     if (arg == "--backend") {
       options.backend = value;
+    } else if (arg == "--trace") {
+      options.trace = value;
     } else if (arg == "--rows") {
       const auto n = count(kRecallAt, 100'000'000);
       if (!n) return bad("10 to 100000000");
@@ -359,7 +364,9 @@ int main(int argc, char** argv) {
   if (const int* exit_code = std::get_if<int>(&parsed)) return *exit_code;
   const Options& options = std::get<Options>(parsed);
 
-  auto device = ferry::Device::open(options.backend);
+  ferry::DeviceOptions device_options;
+  device_options.trace_path = options.trace;
+  auto device = ferry::Device::open(options.backend, 0, device_options);
   if (!device.ok()) return fail(device.status());
   std::printf("vector_search on %s (%s)\n", device->info().name.c_str(),
               std::string(ferry::to_string(device->backend())).c_str());

@@ -30,6 +30,9 @@ struct QueueFamilyInfo {
   bool graphics = false;
   bool compute = false;
   bool transfer = false;
+  // Bits of the family's device timestamps (Vulkan timestampValidBits): 0 where its queues
+  // cannot be timed (a trace then says so), below 64 where the counter wraps.
+  std::uint32_t timestamp_valid_bits = 0;
 };
 
 // Which native queue serves one of ferry's queues.
@@ -80,6 +83,15 @@ struct DeviceOptions {
   // this size, at most this many, made when an op first asks and reused after.
   std::uint64_t scratch_slab_bytes = 64ull << 20;
   std::uint32_t scratch_max_slabs = 4;
+  // Writes a trace of the device's work to this file, in Chrome's trace-event JSON (open it in
+  // ui.perfetto.dev or chrome://tracing): each ferry queue's submissions on the host and their
+  // execution on the device, host waits, staging-pool acquires, pipelines and chunked transfers,
+  // pool and in-flight counters. Empty: the environment variable FERRY_TRACE names the file, or
+  // there is no trace. Devices of one process tracing to the same path share the file (one
+  // process of the trace each); it is created when the first opens (Device::open fails if it
+  // cannot be) and written when the last is closed or released. A write error is returned by
+  // that Device::close, or sent to message_sink (else stderr) when the last handle goes.
+  std::string trace_path;
 };
 
 // A handle to an open device; copies share the same device. The device stays alive while any

@@ -1,6 +1,7 @@
 // The interface every backend implements. Core code talks to backends only through this file;
 // backends include it (with the small helpers it brings: checked sizes, deadlines, wording of
-// sizes in messages, starting threads) and the public headers, never core internals or each other.
+// sizes in messages, starting threads, the trace clock) and the public headers, never core
+// internals or each other.
 //
 // What core guarantees to a backend, so that backends stay small:
 // - Arguments are validated: commands are in bounds, sizes are non-zero, buffers belong to this
@@ -22,6 +23,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -30,6 +32,7 @@
 #include "core/deadline.hpp"
 #include "core/describe.hpp"
 #include "core/threads.hpp"
+#include "core/trace_clock.hpp"
 #include "ferry/device.hpp"
 #include "ops/op_list.hpp"
 #include "ferry/status.hpp"
@@ -110,6 +113,38 @@ struct Submission {
   std::span<const Command> commands;
   std::span<const TimelineValue> waits;
   std::span<const TimelineValue> signals;  // never empty: core adds the queue's progress value
+  // The submission's number on its queue (its progress value) when its execution is to be timed
+  // (ExecutionTimes); 0 when not: tracing off, a queue the backend cannot time, core's fences.
+  std::uint64_t id = 0;
+};
+
+// The name of a command in traces: "copy", or the op's name (ops/op_list.hpp).
+inline const char* command_name(const Command& command) {
+  return visit_command(
+      command, [](const CopyCommand&) { return "copy"; },
+      // The op names are string literals: data() is null-terminated.
+      [](const OpCommand& op) { return ops::op_name(op.kind()).data(); });
+}
+
+// Where a backend reports when its submissions ran on the device, once tracing asks for it
+// (BackendDevice::enable_execution_timing). Times are host std::chrono::steady_clock nanoseconds
+// (core/trace_clock.hpp): a backend with a device clock converts its timestamps (Vulkan:
+// timestamp queries, lined up with VK_KHR/EXT_calibrated_timestamps; CUDA: timing events, apart
+// from the timeline's non-timing ones, against an event recorded at a known host time). Thread-
+// safe and non-blocking; may be called from any thread, late (when the backend reads its
+// timestamps back), but before finish_teardown_work() returns.
+class ExecutionTimes {
+ public:
+  virtual ~ExecutionTimes() = default;
+  // A submission's device execution: from its first command starting to its last one ending.
+  virtual void submission_ran(QueueKind queue, std::uint64_t submission, std::int64_t start_ns,
+                              std::int64_t end_ns) noexcept = 0;
+  // One command of it (index into Submission::commands), where the backend can time commands.
+  virtual void command_ran(QueueKind queue, std::uint64_t submission, std::size_t command,
+                           const char* name, std::int64_t start_ns,
+                           std::int64_t end_ns) noexcept = 0;
+  // The backend cannot time this queue (a queue family without timestamps, say): said once.
+  virtual void cannot_time(QueueKind queue, std::string_view reason) noexcept = 0;
 };
 
 class BackendDevice {
@@ -165,6 +200,19 @@ class BackendDevice {
   // an empty submission that signals the failed one's progress value, and keeps its buffers
   // alive until that value is reached. A failed submission never stops the queue.
   virtual Status submit(QueueKind queue, const Submission& submission) = 0;
+
+  // Tracing is on: from now on report the device execution of every submission with an id to
+  // `times` (which outlives the device), and tell it (cannot_time) which queues cannot be timed
+  // and why. ErrorCode::unavailable where no queue can be (the trace has host tracks only).
+  virtual Status enable_execution_timing(ExecutionTimes* times) {
+    constexpr const char* kWhy = "this backend does not time its submissions yet";
+    for (int q = 0; q < kQueueKindCount; ++q) times->cannot_time(static_cast<QueueKind>(q), kWhy);
+    return Status(ErrorCode::unavailable, kWhy);
+  }
+
+  // Tracing: report the times of every submission that has completed (core calls it once all
+  // have, before the trace is written). Serialized with submit().
+  virtual void report_execution_times() {}
 
   // Called at teardown once every submission has completed, before core destroys the queues'
   // timelines: afterwards the implementation must no longer touch anything those submissions

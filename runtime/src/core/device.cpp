@@ -32,8 +32,13 @@ DeviceState::~DeviceState() {
   for (auto& queue : queues) {
     if (queue.progress) (void)wait_queue_idle(queue, Deadline::forever(), false);
   }
+  if (core->trace) {
+    std::lock_guard lock(core->mutex);  // serialized with submissions, as backends expect
+    core->impl->report_execution_times();
+  }
   core->impl->finish_teardown_work();
   retire();
+  if (core->trace) core->trace->finish_or_report();
 }
 
 }  // namespace detail
@@ -45,6 +50,12 @@ namespace {
 bool env_flag(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr && value[0] != '\0' && std::string(value) != "0";
+}
+
+// An environment variable's text; empty when unset.
+std::string env_text(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
 }
 
 Result<Backend> parse_backend(std::string_view name) {
@@ -127,6 +138,15 @@ Result<Device> Device::open(std::string_view backend_name, int index,
   auto core = std::make_shared<detail::DeviceCore>();
   core->info = impl->info();
   core->impl = std::move(impl);
+  if (const std::string trace_path = options.trace_path.empty() ? env_text("FERRY_TRACE")
+                                                                : options.trace_path;
+      !trace_path.empty()) {
+    auto trace = detail::DeviceTrace::open(trace_path, core->info, options.message_sink);
+    if (!trace.ok()) return trace.status().with_context("Device::open");
+    core->trace = std::move(trace).value();
+    // Host tracks always; device execution where the backend can time it (it says where not).
+    core->trace->set_device_timed(core->impl->enable_execution_timing(core->trace.get()).ok());
+  }
   auto state = std::make_shared<detail::DeviceState>();
   state->core = core;
   state->scratch_options = {options.scratch_slab_bytes, options.scratch_max_slabs};
@@ -286,6 +306,15 @@ Status Device::close(Timeout timeout) {
   }
   core.changed.notify_all();
   state_->retire();
+  if (core.trace) {
+    {
+      std::lock_guard lock(core.mutex);  // serialized with submissions, as backends expect
+      core.impl->report_execution_times();
+    }
+    // The device's part of the trace ends here; the file is written if it was the last one.
+    Status written = core.trace->finish();
+    if (!written.ok() && drained.ok()) drained = written.with_context("Device::close");
+  }
   return drained;
 }
 

@@ -1,5 +1,7 @@
 #include "core/host_workers.hpp"
 
+#include <string>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -9,6 +11,8 @@
 #include <system_error>
 #include <thread>
 #include <vector>
+
+#include "core/trace.hpp"
 
 namespace ferry::detail {
 namespace {
@@ -22,7 +26,10 @@ class HostWorkers {
       // system cannot give is not an error. Not subject to fault injection: the pool lives for
       // the whole process, and one injected failure would shrink it for every later test.
       try {
-        threads_.emplace_back([this] { run(); });
+        threads_.emplace_back([this, i] {
+          name_this_thread("ferry host worker " + std::to_string(i + 1));
+          run();
+        });
       } catch (const std::system_error&) {
         break;
       }
@@ -112,10 +119,13 @@ void parallel_for(std::size_t count, unsigned threads, const std::function<void(
   shared->done.wait(lock, [&] { return shared->running == 0; });
 }
 
-void parallel_memcpy(void* dst, const void* src, std::size_t bytes, unsigned threads) {
+void parallel_memcpy(void* dst, const void* src, std::size_t bytes, unsigned threads,
+                     DeviceTrace* trace) {
   constexpr std::size_t kPiece = 512u << 10;  // below this, waking a thread costs more than it saves
   const std::size_t pieces = std::max<std::size_t>(1, std::min<std::size_t>(bytes / kPiece, threads > 0 ? threads : 1));
   if (pieces <= 1) {
+    TraceScope traced(trace, "memcpy");
+    traced.arg("bytes", static_cast<std::int64_t>(bytes));
     std::memcpy(dst, src, bytes);
     return;
   }
@@ -126,6 +136,8 @@ void parallel_memcpy(void* dst, const void* src, std::size_t bytes, unsigned thr
   parallel_for(pieces, static_cast<unsigned>(pieces), [&](std::size_t i) {
     const std::size_t begin = i * step;
     if (begin >= bytes) return;
+    TraceScope traced(trace, "memcpy piece");
+    traced.arg("bytes", static_cast<std::int64_t>(std::min(step, bytes - begin)));
     std::memcpy(d + begin, s + begin, std::min(step, bytes - begin));
   });
 }

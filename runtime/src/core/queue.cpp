@@ -132,10 +132,30 @@ Status failed_wait(const Submission& submission) {
 
 std::string queue_name(QueueKind kind) { return std::string(to_string(kind)) + " queue"; }
 
+// The trace's counter of a queue's submissions in flight.
+void trace_in_flight(DeviceTrace& trace, const QueueState& queue) noexcept {
+  static constexpr const char* kNames[kQueueKindCount] = {
+      "compute queue: submissions in flight", "upload queue: submissions in flight",
+      "download queue: submissions in flight"};
+  trace.counter(kNames[static_cast<int>(queue.kind)],
+                static_cast<std::int64_t>(queue.in_flight.size()));
+}
+
 }  // namespace
 
 Status DeviceState::dispatch(QueueState& queue, Submission&& submission) {
   const std::uint64_t progress_value = submission.progress_value;
+  DeviceTrace* const trace = core->trace.get();
+  const std::int64_t start_ns = trace != nullptr ? trace_now_ns() : 0;
+  const auto command_count = static_cast<std::int64_t>(submission.commands.size());
+  // The dispatch's span on the queue's track, and the in-flight counter, however it ends.
+  auto traced = [&](const char* name) {
+    if (trace == nullptr) return;
+    trace->span(DeviceTrace::queue_track(queue.kind), name, start_ns, trace_now_ns(),
+                {"submission", static_cast<std::int64_t>(progress_value)},
+                {"commands", command_count});
+    trace_in_flight(*trace, queue);
+  };
   if (submission.failure.ok()) {
     std::vector<backend::TimelineValue> waits;
     waits.reserve(submission.waits.size());
@@ -149,14 +169,23 @@ Status DeviceState::dispatch(QueueState& queue, Submission&& submission) {
     for (const auto& c : submission.commands) commands.push_back(c.command);
 
     Status status = injected_fault(FaultSite::submit, "the backend refused the submission");
-    if (status.ok()) status = core->impl->submit(queue.kind, {commands, waits, signals});
+    if (status.ok()) {
+      // Timed (ExecutionTimes) only when traced and the backend times this queue.
+      const std::uint64_t timed_id =
+          trace != nullptr && trace->device_timed(queue.kind) ? progress_value : 0;
+      status = core->impl->submit(queue.kind, {commands, waits, signals, timed_id});
+    }
     if (status.ok()) {
       for (const auto& s : submission.signals) {
         auto& state = *s.timeline.state();
         state.submitted = std::max(state.submitted, s.value);
       }
       queue.progress->submitted = progress_value;
+      if (trace != nullptr && trace->device_timed(queue.kind)) {
+        trace->submission_dispatched(queue.kind, progress_value, start_ns);
+      }
       queue.in_flight.push_back(std::move(submission));
+      traced("dispatch");
       return Status();
     }
     status.with_context("submit to the " + queue_name(queue.kind));
@@ -182,6 +211,7 @@ Status DeviceState::dispatch(QueueState& queue, Submission&& submission) {
   submission.waits.clear();
   Status failure = submission.failure;
   queue.in_flight.push_back(std::move(submission));
+  traced("failed submission");
   return failure;
 }
 
@@ -277,10 +307,12 @@ void DeviceState::collect_completed(std::vector<Submission>& done) {
     if (queue.in_flight.empty()) continue;
     auto reached = queue.progress->impl->value();
     if (!reached.ok()) continue;
+    const std::size_t before = done.size();
     while (!queue.in_flight.empty() && queue.in_flight.front().progress_value <= *reached) {
       done.push_back(std::move(queue.in_flight.front()));
       queue.in_flight.pop_front();
     }
+    if (core->trace && done.size() != before) trace_in_flight(*core->trace, queue);
   }
 }
 
@@ -310,6 +342,7 @@ std::optional<TimelinePoint> DeviceState::oldest_using(const PoolState* pool) {
 
 Status DeviceState::wait_queue_idle(QueueState& queue, const Deadline& deadline,
                                     bool stop_at_close) {
+  TraceScope traced(core->trace.get(), "wait for queue idle");
   std::uint64_t handed_over = 0;
   {
     // Until every submission accepted so far has left the held-back list: handed to the backend,
@@ -359,8 +392,14 @@ Result<TimelinePoint> Queue::submit(CommandList&& commands, const SubmitSync& sy
   Status status;
   std::uint64_t progress_value = 0;
   std::vector<detail::Submission> completed;  // released after the lock
+  detail::DeviceTrace* const trace = core.trace.get();
+  detail::TraceScope traced(trace, "Queue::submit");
+  const std::size_t command_count = submission.commands.size();
   {
     std::lock_guard lock(core.mutex);
+    // The queue's track shows the submission under the device's lock only, so spans of several
+    // threads submitting to one queue never overlap there (the thread's own track has the call).
+    const std::int64_t locked_ns = trace != nullptr ? detail::trace_now_ns() : 0;
     device_->collect_completed(completed);
     if (core.closing) {
       status = core.closed_error("Queue::submit");
@@ -372,6 +411,13 @@ Result<TimelinePoint> Queue::submit(CommandList&& commands, const SubmitSync& sy
       // and then refused by the backend (its own signals failed, nothing else).
       status = device_->accept(queue, std::move(submission));
       progress_value = queue.next_progress - 1;
+    }
+    if (trace != nullptr) {
+      trace->span(detail::DeviceTrace::queue_track(kind_), "submit", locked_ns,
+                  detail::trace_now_ns(),
+                  {"submission", status.ok() ? static_cast<std::int64_t>(progress_value) : 0},
+                  {"commands", static_cast<std::int64_t>(command_count)},
+                  {"ok", status.ok() ? 1 : 0});
     }
   }
   core.changed.notify_all();

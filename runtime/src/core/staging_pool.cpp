@@ -1,5 +1,6 @@
 // StagingPool: first-fit sub-allocation from a few pinned slabs, with backpressure.
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "core/faults.hpp"
@@ -71,6 +72,9 @@ void PoolState::give_back(Slab* slab, std::uint64_t offset, std::uint64_t size,
     }
     slab->used -= size;
     stats.bytes_in_use -= size;
+    if (trace_counter != nullptr) {
+      device->trace->counter(trace_counter, static_cast<std::int64_t>(stats.bytes_in_use));
+    }
   }
   released.notify_all();
 }
@@ -134,6 +138,10 @@ Result<Lease> allocate_locked(const std::shared_ptr<detail::PoolState>& pool, st
   lease->spare = std::move(spare);
   pool->stats.bytes_in_use += reserved;
   pool->stats.high_water_bytes = std::max(pool->stats.high_water_bytes, pool->stats.bytes_in_use);
+  if (pool->trace_counter != nullptr) {
+    pool->device->trace->counter(pool->trace_counter,
+                                 static_cast<std::int64_t>(pool->stats.bytes_in_use));
+  }
   return Lease(std::move(lease));
 }
 
@@ -188,6 +196,15 @@ Result<std::shared_ptr<PoolState>> create_pool(const std::shared_ptr<DeviceState
   pool->device = device->core;
   pool->runtime = device;
   pool->options = options;
+  if (DeviceTrace* trace = device->core->trace.get()) {
+    // Numbered per process: a counter track of its own for each pool.
+    static std::atomic<std::uint64_t> pools{0};
+    pool->trace_counter =
+        trace->intern(options.kind == MemoryKind::device
+                          ? "device scratch " + std::to_string(++pools) + ": bytes in use"
+                          : "staging pool " + std::to_string(++pools) + " (" +
+                                std::string(to_string(options.kind)) + "): bytes in use");
+  }
   pool->options.slab_bytes = *slab_bytes;
   pool->stats.capacity_bytes = *capacity;
   {
@@ -256,6 +273,8 @@ Result<StagingPool> Device::create_staging_pool(const StagingPoolOptions& option
 
 Result<Lease> StagingPool::try_acquire(std::uint64_t size) const {
   if (!state_) return Status(ErrorCode::released, "StagingPool::try_acquire: no pool");
+  detail::TraceScope traced(state_->device->trace.get(), "StagingPool::try_acquire");
+  traced.arg("bytes", static_cast<std::int64_t>(size));
   FERRY_RETURN_IF_ERROR(validate_request(*state_, size, "StagingPool::try_acquire"));
   // Cannot overflow: size <= slab_bytes, itself a multiple of the alignment.
   const std::uint64_t reserved = *detail::checked_round_up(size, kStagingAlignment);
@@ -269,6 +288,8 @@ Result<Lease> StagingPool::try_acquire(std::uint64_t size) const {
 
 Result<Lease> StagingPool::acquire(std::uint64_t size, Timeout timeout) const {
   if (!state_) return Status(ErrorCode::released, "StagingPool::acquire: no pool");
+  detail::TraceScope traced(state_->device->trace.get(), "StagingPool::acquire");
+  traced.arg("bytes", static_cast<std::int64_t>(size));
   FERRY_RETURN_IF_ERROR(validate_request(*state_, size, "StagingPool::acquire"));
   const std::uint64_t reserved = *detail::checked_round_up(size, kStagingAlignment);
   const detail::Deadline deadline(timeout);
@@ -300,6 +321,7 @@ Result<Lease> StagingPool::acquire(std::uint64_t size, Timeout timeout) const {
       if (state_->device->closing) return state_->device->closed_error("StagingPool::acquire");
     }
     constexpr Timeout kSlice = std::chrono::milliseconds(2);
+    detail::TraceScope waiting(state_->device->trace.get(), "staging pool full: waiting");
     if (oldest) {
       // Handed to the backend (a failed submission too: its progress value was still signalled
       // behind it), so it completes: wait for it whole in the backend, which blocks in the

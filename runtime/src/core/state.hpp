@@ -19,6 +19,7 @@
 
 #include "core/backend.hpp"
 #include "core/deadline.hpp"
+#include "core/trace.hpp"
 #include "ferry/device.hpp"
 #include "ferry/queue.hpp"
 #include "ferry/staging_pool.hpp"
@@ -31,7 +32,10 @@ struct DeviceState;
 struct PoolState;
 
 struct DeviceCore {
-  // Declared first so it is destroyed last.
+  // Null unless tracing (DeviceOptions::trace_path): every trace point is one branch on it.
+  // Declared first so it outlives the backend, whose threads may still report to it.
+  std::unique_ptr<DeviceTrace> trace;
+  // Declared next, so it is destroyed after everything else of the device but the trace.
   std::unique_ptr<backend::BackendDevice> impl;
   DeviceInfo info;
 
@@ -121,6 +125,8 @@ struct PoolState : std::enable_shared_from_this<PoolState> {
   std::condition_variable released;  // a lease range came back
   std::vector<std::unique_ptr<Slab>> slabs;
   StagingPoolStats stats;
+  // The trace's counter of stats.bytes_in_use; null unless tracing.
+  const char* trace_counter = nullptr;
 
   // Returns a lease's range to its slab; allocates nothing (`node` is reused) and never throws.
   void give_back(Slab* slab, std::uint64_t offset, std::uint64_t size,

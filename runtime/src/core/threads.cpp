@@ -5,13 +5,18 @@
 #include <system_error>
 
 #include "core/faults.hpp"
+#include "core/trace.hpp"
 
 namespace ferry::detail {
 
 Result<std::thread> start_thread(std::string_view what, std::function<void()> body) {
   FERRY_RETURN_IF_ERROR(injected_fault(FaultSite::thread, "starting " + std::string(what)));
   try {
-    return std::thread(std::move(body));
+    // Named for traces (its track is named after what it does).
+    return std::thread([name = std::string(what), body = std::move(body)] {
+      name_this_thread(name);
+      body();
+    });
   } catch (const std::system_error& error) {
     return Status(ErrorCode::resource_exhausted,
                   "cannot start " + std::string(what) + ": " + error.what());

@@ -39,6 +39,8 @@ bool Timeline::belongs_to(const Device& device) const {
 Status Timeline::wait(std::uint64_t value, Timeout timeout) const {
   if (!state_) return Status(ErrorCode::released, "Timeline::wait: no timeline");
   auto& core = *state_->device;
+  detail::TraceScope traced(core.trace.get(), "Timeline::wait");
+  traced.arg("value", static_cast<std::int64_t>(value));
   const detail::Deadline deadline(timeout);
   {
     // Phase 1: until a signal of `value` has been handed to the backend (or the host), or never

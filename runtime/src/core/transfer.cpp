@@ -108,14 +108,20 @@ Result<TimelinePoint> upload(const Queue& queue, const StagingPool& pool,
   FERRY_RETURN_IF_ERROR(validate(queue, pool, dst, dst_offset, src.size(), MemoryKind::host_upload,
                                  sync, kCall, "destination"));
   const Plan p = plan(pool, src.size(), options);
+  detail::DeviceTrace* const trace = queue.state()->core->trace.get();
+  detail::TraceScope traced(trace, "ferry::upload");
+  traced.arg("bytes", static_cast<std::int64_t>(src.size()));
+  traced.arg("chunks", static_cast<std::int64_t>(p.count));
   TimelinePoint last;
   for (std::uint64_t i = 0; i < p.count; ++i) {
     const std::uint64_t begin = i * p.chunk;
     const std::uint64_t length = std::min(p.chunk, src.size() - begin);
     const bool final_chunk = i + 1 == p.count;
     auto step = [&]() -> Status {
+      detail::TraceScope chunk(trace, "upload chunk");
+      chunk.arg("chunk", static_cast<std::int64_t>(i));
       FERRY_ASSIGN_OR_RETURN(Lease lease, pool.acquire(length, options.acquire_timeout));
-      detail::parallel_memcpy(lease.data().data(), src.data() + begin, length, p.threads);
+      detail::parallel_memcpy(lease.data().data(), src.data() + begin, length, p.threads, trace);
       CommandList commands;
       FERRY_RETURN_IF_ERROR(commands.copy(lease, 0, dst, dst_offset + begin, length));
       SubmitSync chunk_sync;
@@ -142,6 +148,10 @@ Status download(const Queue& queue, const StagingPool& pool, const BufferRef& sr
   FERRY_RETURN_IF_ERROR(validate(queue, pool, src, src_offset, dst.size(),
                                  MemoryKind::host_readback, sync, kCall, "source"));
   const Plan p = plan(pool, dst.size(), options);
+  detail::DeviceTrace* const trace = queue.state()->core->trace.get();
+  detail::TraceScope traced(trace, "ferry::download");
+  traced.arg("bytes", static_cast<std::int64_t>(dst.size()));
+  traced.arg("chunks", static_cast<std::int64_t>(p.count));
 
   struct InFlight {
     Lease lease;
@@ -152,9 +162,11 @@ Status download(const Queue& queue, const StagingPool& pool, const BufferRef& sr
   // Copies the oldest chunk out once its DMA is done and returns its lease to the pool.
   auto drain_oldest = [&]() -> Status {
     InFlight& oldest = in_flight.front();
+    detail::TraceScope chunk(trace, "download chunk: copy out");
+    chunk.arg("offset", static_cast<std::int64_t>(oldest.begin));
     FERRY_RETURN_IF_ERROR(oldest.done.wait());
     detail::parallel_memcpy(dst.data() + oldest.begin, oldest.lease.data().data(),
-                            oldest.lease.size(), p.threads);
+                            oldest.lease.size(), p.threads, trace);
     in_flight.pop_front();
     return Status();
   };
@@ -164,6 +176,8 @@ Status download(const Queue& queue, const StagingPool& pool, const BufferRef& sr
     const std::uint64_t length = std::min(p.chunk, dst.size() - begin);
     const bool final_chunk = i + 1 == p.count;
     auto step = [&]() -> Status {
+      detail::TraceScope chunk(trace, "download chunk: submit");
+      chunk.arg("chunk", static_cast<std::int64_t>(i));
       // Take a lease without blocking while we hold chunks ourselves: the space we wait for may
       // be our own, so free the oldest first.
       Result<Lease> lease = pool.try_acquire(length);

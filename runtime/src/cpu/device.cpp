@@ -6,6 +6,7 @@
 // timeline logic in core is exercised for real on machines without a GPU.
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -125,6 +126,7 @@ struct QueuedSubmission {
   std::vector<Command> commands;
   std::vector<TimelineValue> waits;
   std::vector<TimelineValue> signals;
+  std::uint64_t id = 0;
 };
 
 class CpuQueue {
@@ -143,12 +145,17 @@ class CpuQueue {
 
   // Starts the queue's worker thread.
   Status start(QueueKind kind) {
+    kind_ = kind;
     FERRY_ASSIGN_OR_RETURN(worker_,
                            detail::start_thread("the cpu backend's " +
                                                     std::string(to_string(kind)) + " queue",
                                                 [this] { run(); }));
     return Status();
   }
+
+  // Reports the execution of every submission with an id from now on (before its signals, so
+  // before core can see it complete).
+  void time_with(backend::ExecutionTimes* times) { times_.store(times); }
 
   void push(QueuedSubmission submission) {
     {
@@ -173,11 +180,26 @@ class CpuQueue {
     }
   }
 
-  static void execute(const QueuedSubmission& submission) {
+  void execute(const QueuedSubmission& submission) {
     for (const auto& wait : submission.waits) {
       (void)wait.timeline->host_wait(wait.value, kInfinite);
     }
-    for (const Command& command : submission.commands) run_command(command);
+    backend::ExecutionTimes* const times = submission.id != 0 ? times_.load() : nullptr;
+    if (times == nullptr) {
+      for (const Command& command : submission.commands) run_command(command);
+    } else {
+      // The device is this thread: its execution times are host times already.
+      const std::int64_t start_ns = detail::trace_now_ns();
+      std::int64_t command_start_ns = start_ns;
+      for (std::size_t i = 0; i < submission.commands.size(); ++i) {
+        run_command(submission.commands[i]);
+        const std::int64_t command_end_ns = detail::trace_now_ns();
+        times->command_ran(kind_, submission.id, i, backend::command_name(submission.commands[i]),
+                           command_start_ns, command_end_ns);
+        command_start_ns = command_end_ns;
+      }
+      times->submission_ran(kind_, submission.id, start_ns, command_start_ns);
+    }
     for (const auto& signal : submission.signals) {
       static_cast<CpuTimeline*>(signal.timeline)->set(signal.value);
     }
@@ -187,6 +209,8 @@ class CpuQueue {
   std::condition_variable wake_;
   std::deque<QueuedSubmission> queued_;
   bool stopping_ = false;
+  QueueKind kind_ = QueueKind::compute;
+  std::atomic<backend::ExecutionTimes*> times_{nullptr};
   std::thread worker_;
 };
 
@@ -252,7 +276,13 @@ class CpuDevice final : public BackendDevice {
     queued.commands.assign(submission.commands.begin(), submission.commands.end());
     queued.waits.assign(submission.waits.begin(), submission.waits.end());
     queued.signals.assign(submission.signals.begin(), submission.signals.end());
+    queued.id = submission.id;
     queues_[static_cast<int>(queue)].push(std::move(queued));
+    return Status();
+  }
+
+  Status enable_execution_timing(backend::ExecutionTimes* times) override {
+    for (auto& queue : queues_) queue.time_with(times);
     return Status();
   }
 

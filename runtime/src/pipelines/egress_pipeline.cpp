@@ -1,6 +1,6 @@
 // EgressPipeline: downloads into pooled pinned leases, a bounded queue of chunks, host workers
 // running the consumer (see egress.hpp). Built on the public API, plus core's helpers for
-// deadlines and starting threads.
+// deadlines, starting threads and tracing.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -14,6 +14,7 @@
 #include "core/deadline.hpp"
 #include "core/describe.hpp"
 #include "core/threads.hpp"
+#include "core/trace.hpp"
 #include "ferry/egress.hpp"
 
 namespace ferry {
@@ -30,6 +31,7 @@ constexpr Timeout kCheckEvery = std::chrono::milliseconds(20);
 
 struct EgressPipeline::State {
   Device device;
+  detail::DeviceTrace* trace = nullptr;  // the device's, when traced
   EgressOptions options;
   EgressConsumer consumer;
   StagingPool pool;
@@ -137,11 +139,15 @@ struct EgressPipeline::State {
         if (in_order) busy = true;
         drop = cancel || stopped_by_error() || item.step->failed;
       }
+      detail::TraceScope traced(trace, "egress chunk");
+      traced.arg("step", static_cast<std::int64_t>(item.chunk.step));
+      traced.arg("chunk", item.chunk.index);
       Status status;
       if (!drop) drop = !wait_for_download(item.downloaded, status);
       if (!drop) {
         if (status.ok()) {
           item.chunk.bytes = item.lease.data();
+          detail::TraceScope consuming(trace, "egress consumer");
           status = call_consumer(item.chunk);
         }
         if (!status.ok()) {
@@ -256,6 +262,7 @@ Result<EgressPipeline> EgressPipeline::create(const Device& device, const Egress
   }
   auto state = std::make_shared<State>();
   state->device = device;
+  state->trace = detail::trace_of(device);
   state->options = options;
   state->consumer = std::move(consumer);
   if (options.pool) {
@@ -359,6 +366,9 @@ Result<EgressTicket> EgressPipeline::push(const BufferRef& output, std::uint64_t
     const std::uint64_t begin = std::uint64_t{c} * s.chunk_bytes;
     const std::uint64_t length = std::min(s.chunk_bytes, size - begin);
     auto submit_chunk = [&]() -> Status {
+      detail::TraceScope traced(s.trace, "egress push chunk");
+      traced.arg("step", static_cast<std::int64_t>(step_number));
+      traced.arg("chunk", c);
       FERRY_ASSIGN_OR_RETURN(Lease lease, s.acquire_lease(length));
       CommandList copy;
       FERRY_RETURN_IF_ERROR(copy.copy(output, offset + begin, lease, 0, length));

@@ -1,5 +1,5 @@
 // IngressPipeline: a producer thread feeding a bounded ring of device tensors (see ingress.hpp).
-// Built on the public API, plus core's helpers for deadlines and starting threads. The transform
+// Built on the public API, plus core's helpers for deadlines, threads and tracing. The transform
 // (normalize, or any op) is the options'; this file knows no op.
 #include <algorithm>
 #include <atomic>
@@ -14,6 +14,7 @@
 #include "core/deadline.hpp"
 #include "core/host_view.hpp"
 #include "core/threads.hpp"
+#include "core/trace.hpp"
 #include "ferry/ingress.hpp"
 
 namespace ferry {
@@ -294,14 +295,24 @@ struct IngressPipeline::State {
 
   void produce() {
     producer_id.store(std::this_thread::get_id());
+    detail::DeviceTrace* const trace = detail::trace_of(device);
     for (std::uint64_t index = 0;; ++index) {
-      std::shared_ptr<IngressBatch::Slot> slot = ring->take();
-      if (!slot) break;  // closing
-      // Run at most `depth` batches ahead of the device: the slot's previous transform must
-      // have run. (Releases name device points, so without this the host could queue work
-      // without bound.)
-      if (!wait_for_device(slot->input_read)) break;  // closing
-      Result<std::optional<HostBatch>> host = ask_source(index);
+      std::shared_ptr<IngressBatch::Slot> slot;
+      {
+        detail::TraceScope traced(trace, "ingress: wait for a free slot");
+        slot = ring->take();
+        if (!slot) break;  // closing
+        // Run at most `depth` batches ahead of the device: the slot's previous transform must
+        // have run. (Releases name device points, so without this the host could queue work
+        // without bound.)
+        if (!wait_for_device(slot->input_read)) break;  // closing
+      }
+      detail::TraceScope traced(trace, "ingress batch");
+      traced.arg("batch", static_cast<std::int64_t>(index));
+      Result<std::optional<HostBatch>> host = [&] {
+        detail::TraceScope asking(trace, "ingress source");
+        return ask_source(index);
+      }();
       Entry entry;
       if (!host.ok()) {
         entry.error = host.status();

@@ -114,6 +114,11 @@ struct DeviceContext {
   // Distinct queue families in use; buffers are shared CONCURRENTly across them when > 1.
   std::vector<std::uint32_t> queue_families;
   HostMemoryImport host_memory_import;
+  // Timing submissions for traces (vulkan/timestamps.hpp): hostQueryReset is enabled; the
+  // calibrated-timestamps call (KHR or EXT) or null.
+  float timestamp_period = 0;
+  bool host_query_reset = false;
+  PFN_vkGetCalibratedTimestampsEXT get_calibrated_timestamps = nullptr;
 };
 
 }  // namespace ferry::vulkan

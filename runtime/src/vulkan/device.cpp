@@ -53,6 +53,8 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
   features12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   features12.pNext = &features13;
   features12.timelineSemaphore = VK_TRUE;
+  // Optional, for traces: the timers reset their timestamp queries on the host.
+  features12.hostQueryReset = physical.host_query_reset ? VK_TRUE : VK_FALSE;
   VkPhysicalDeviceVulkan11Features features11{};
   features11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
   features11.pNext = &features12;
@@ -89,6 +91,10 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
   if (physical.host_memory_import.supported) {
     extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
   }
+  // Optional, for traces: device timestamps lined up with the host clock.
+  if (physical.calibrated_timestamps != nullptr) {
+    extensions.push_back(physical.calibrated_timestamps);
+  }
   VkDeviceCreateInfo create_info{};
   create_info.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   create_info.pNext = &features;
@@ -116,6 +122,25 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
   context_.subgroups = physical.subgroups;
   context_.cooperative_matrix = cooperative_matrix;
   context_.host_memory_import = physical.host_memory_import;
+  context_.timestamp_period = physical.timestamp_period;
+  context_.host_query_reset = physical.host_query_reset;
+  if (physical.calibrated_timestamps != nullptr) {
+    // vkGetCalibratedTimestampsKHR is vkGetCalibratedTimestampsEXT promoted: the same signature.
+    context_.get_calibrated_timestamps = reinterpret_cast<PFN_vkGetCalibratedTimestampsEXT>(
+        vkGetDeviceProcAddr(context_.device,
+                            std::string_view(physical.calibrated_timestamps).find("KHR") !=
+                                    std::string_view::npos
+                                ? "vkGetCalibratedTimestampsKHR"
+                                : "vkGetCalibratedTimestampsEXT"));
+  }
+  timestamp_bits_.fill(0);
+  for (std::size_t kind = 0; kind < queues_.size(); ++kind) {
+    for (const QueueFamilyInfo& family : physical.info.queue_families) {
+      if (family.index == plan.queues[kind].family) {
+        timestamp_bits_[kind] = family.timestamp_valid_bits;
+      }
+    }
+  }
 
   for (std::size_t kind = 0; kind < queues_.size(); ++kind) {
     FERRY_RETURN_IF_ERROR(queues_[kind].create(context_, plan.queues[kind]));
@@ -183,16 +208,47 @@ Result<std::unique_ptr<backend::BackendTimeline>> VulkanDevice::create_timeline(
 Status VulkanDevice::submit(QueueKind queue_kind, const backend::Submission& submission) {
   LogicalQueue& queue = queues_[static_cast<std::size_t>(queue_kind)];
   VkCommandBuffer command_buffer = VK_NULL_HANDLE;
+  std::optional<TimestampPair> timed;
   if (!submission.commands.empty()) {
-    FERRY_ASSIGN_OR_RETURN(command_buffer, queue.acquire_command_buffer());
+    if (submission.id != 0) {
+      // Tracing: report what completed, then time this one.
+      (void)queue.collect_times();
+      timed = queue.timestamps();
+    }
+    Result<VkCommandBuffer> acquired = queue.acquire_command_buffer();
+    if (!acquired.ok()) {
+      queue.release_timestamps(timed);
+      return acquired.status();
+    }
+    command_buffer = *acquired;
     const Status recorded =
-        record_commands(context_, pipelines_, command_buffer, submission.commands);
+        record_commands(context_, pipelines_, command_buffer, submission.commands, timed);
     if (!recorded.ok()) {
       queue.release_unsubmitted(command_buffer);
+      queue.release_timestamps(timed);
       return recorded;
     }
   }
-  return queue.submit(command_buffer, submission.waits, submission.signals);
+  return queue.submit(command_buffer, submission.waits, submission.signals, timed, submission.id);
+}
+
+Status VulkanDevice::enable_execution_timing(backend::ExecutionTimes* times) {
+  bool any = false;
+  for (std::size_t kind = 0; kind < queues_.size(); ++kind) {
+    const auto queue_kind = static_cast<QueueKind>(kind);
+    const Status timed = queues_[kind].enable_timing(queue_kind, timestamp_bits_[kind], times);
+    if (timed.ok()) {
+      any = true;
+    } else {
+      times->cannot_time(queue_kind, timed.message());
+    }
+  }
+  return any ? Status()
+             : Status(ErrorCode::unavailable, "no queue of " + info_.name + " can be timed");
+}
+
+void VulkanDevice::report_execution_times() {
+  for (LogicalQueue& queue : queues_) (void)queue.collect_times();
 }
 
 }  // namespace ferry::vulkan

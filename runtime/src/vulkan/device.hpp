@@ -45,6 +45,10 @@ class VulkanDevice final : public backend::BackendDevice {
   // The op's pipeline's record-time check (normalize: the storage-buffer window).
   Status check_command(const backend::OpCommand& command) const override;
   Status submit(QueueKind queue, const backend::Submission& submission) override;
+  // Timestamp queries per submission on every queue whose family has timestamps
+  // (vulkan/timestamps.hpp).
+  Status enable_execution_timing(backend::ExecutionTimes* times) override;
+  void report_execution_times() override;
   // vkDeviceWaitIdle: its own wait on each queue completes only after the queue thread has
   // finished signalling everything submitted before.
   void finish_teardown_work() override {
@@ -64,6 +68,7 @@ class VulkanDevice final : public backend::BackendDevice {
   DeviceInfo info_;
   DeviceContext context_;
   std::array<LogicalQueue, kQueueKindCount> queues_;
+  std::array<std::uint32_t, kQueueKindCount> timestamp_bits_{};  // of each queue's family
   OpPipelines pipelines_;  // made for the ops the device supports
 };
 

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 
 #include "vulkan/status.hpp"
@@ -80,7 +81,8 @@ Result<HostMemoryImport> describe_host_memory_import(VkPhysicalDevice handle) {
 // For tests, FERRY_VULKAN_HIDE_FEATURES: the device acts as if it lacked these optional features
 // (comma-separated Vulkan names), so that the ops needing them are refused as on such a device.
 Status hide_features(std::string_view names, DeviceFeatures& features,
-                     CooperativeMatrixSupport& cooperative_matrix) {
+                     CooperativeMatrixSupport& cooperative_matrix,
+                     const char*& calibrated_timestamps) {
   while (!names.empty()) {
     const std::size_t comma = names.find(',');
     const std::string_view name = names.substr(0, comma);
@@ -93,12 +95,31 @@ Status hide_features(std::string_view names, DeviceFeatures& features,
       features.storage_buffer_16bit = false;
     } else if (name == "cooperativeMatrix") {
       cooperative_matrix.feature = false;  // hamming_topk's scan takes its portable path
+    } else if (name == "calibratedTimestamps") {
+      calibrated_timestamps = nullptr;  // traces line device time up by dispatch times
     } else if (!name.empty()) {
       return Status(ErrorCode::invalid_argument,
                     "FERRY_VULKAN_HIDE_FEATURES: '" + std::string(name) +
                         "' is no optional feature ferry uses (shaderInt64, "
-                        "storageBuffer8BitAccess, storageBuffer16BitAccess, cooperativeMatrix)");
+                        "storageBuffer8BitAccess, storageBuffer16BitAccess, cooperativeMatrix, "
+                        "calibratedTimestamps)");
     }
+  }
+  return Status();
+}
+
+// For tests, FERRY_VULKAN_TIMESTAMP_BITS: every queue family's timestamps keep at most this many
+// valid bits (0 to 64), so that traces meet counters that wrap (32 on lavapipe's nanoseconds
+// since boot), or families that cannot be timed (0).
+Status limit_timestamp_bits(std::string_view text, std::vector<QueueFamilyInfo>& families) {
+  std::uint32_t bits = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), bits);
+  if (error != std::errc() || end != text.data() + text.size() || bits > 64) {
+    return Status(ErrorCode::invalid_argument,
+                  "FERRY_VULKAN_TIMESTAMP_BITS: '" + std::string(text) + "' is not 0 to 64");
+  }
+  for (QueueFamilyInfo& family : families) {
+    family.timestamp_valid_bits = std::min(family.timestamp_valid_bits, bits);
   }
   return Status();
 }
@@ -262,6 +283,36 @@ void describe_memory(VkPhysicalDevice handle, PhysicalDevice& device) {
   device.info.host_visible_memory_bytes = host_only != 0 ? host_only : host_visible_local;
 }
 
+// The calibrated-timestamps extension to enable (KHR, else EXT: the same calls), where the device
+// can calibrate its own time domain against CLOCK_MONOTONIC (std::chrono::steady_clock here);
+// null otherwise.
+Result<const char*> describe_calibrated_timestamps(VkPhysicalDevice handle) {
+  const char* extension = nullptr;
+  for (const char* name :
+       {"VK_KHR_calibrated_timestamps", VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME}) {
+    FERRY_ASSIGN_OR_RETURN(const bool offered, has_device_extension(handle, name));
+    if (offered) {
+      extension = name;
+      break;
+    }
+  }
+  // The KHR query has the EXT one's signature and values; an instance offering either has this.
+  if (extension == nullptr || vkGetPhysicalDeviceCalibrateableTimeDomainsEXT == nullptr) {
+    return nullptr;
+  }
+  std::uint32_t count = 0;
+  FERRY_VK_RETURN_IF_ERROR(vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(handle, &count, nullptr));
+  std::vector<VkTimeDomainEXT> domains(count);
+  FERRY_VK_RETURN_IF_ERROR(
+      vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(handle, &count, domains.data()));
+  domains.resize(count);
+  auto has = [&](VkTimeDomainEXT domain) {
+    return std::find(domains.begin(), domains.end(), domain) != domains.end();
+  };
+  return has(VK_TIME_DOMAIN_DEVICE_EXT) && has(VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT) ? extension
+                                                                                   : nullptr;
+}
+
 void describe_queue_families(VkPhysicalDevice handle, PhysicalDevice& device) {
   std::uint32_t count = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(handle, &count, nullptr);
@@ -274,6 +325,7 @@ void describe_queue_families(VkPhysicalDevice handle, PhysicalDevice& device) {
     family.graphics = (families[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) != 0;
     family.compute = (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) != 0;
     family.transfer = (families[i].queueFlags & VK_QUEUE_TRANSFER_BIT) != 0;
+    family.timestamp_valid_bits = families[i].timestampValidBits;
     device.info.queue_families.push_back(family);
   }
 }
@@ -353,9 +405,17 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
   device.features.compute_shared_bytes = device.limits.maxComputeSharedMemorySize;
   device.features.workgroup_invocations = device.limits.maxComputeWorkGroupInvocations;
   FERRY_RETURN_IF_ERROR(describe_cooperative_matrix(handle, features12, device));
+  device.timestamp_period = core.limits.timestampPeriod;
+  device.host_query_reset = features12.hostQueryReset == VK_TRUE;
+  FERRY_ASSIGN_OR_RETURN(device.calibrated_timestamps, describe_calibrated_timestamps(handle));
   if (const char* hidden = std::getenv("FERRY_VULKAN_HIDE_FEATURES");
       hidden != nullptr && hidden[0] != '\0') {
-    FERRY_RETURN_IF_ERROR(hide_features(hidden, device.features, device.cooperative_matrix));
+    FERRY_RETURN_IF_ERROR(hide_features(hidden, device.features, device.cooperative_matrix,
+                                        device.calibrated_timestamps));
+  }
+  if (const char* bits = std::getenv("FERRY_VULKAN_TIMESTAMP_BITS");
+      bits != nullptr && bits[0] != '\0') {
+    FERRY_RETURN_IF_ERROR(limit_timestamp_bits(bits, device.info.queue_families));
   }
   if (const char* scan = std::getenv("FERRY_VULKAN_HAMMING_SCAN"); scan != nullptr && scan[0] != '\0') {
     const std::string_view value(scan);

@@ -37,6 +37,13 @@ struct PhysicalDevice {
   // (VK_NV_shader_sm_builtins); 0 when unknown. Ops size their grids by them.
   std::uint32_t compute_units = 0;
   std::uint32_t threads_per_compute_unit = 0;
+  // Optional, for traces only (vulkan/timestamps.hpp): timing submissions needs hostQueryReset
+  // (queries are reset on the host); calibrated timestamps (VK_KHR_ or VK_EXT_, with the device
+  // and CLOCK_MONOTONIC time domains) line device time up with the host's, else the submissions'
+  // dispatch times bound it.
+  float timestamp_period = 0;
+  bool host_query_reset = false;
+  const char* calibrated_timestamps = nullptr;  // the extension's name, or null
 };
 
 struct PhysicalDeviceList {

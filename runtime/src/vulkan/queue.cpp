@@ -31,6 +31,7 @@ void LogicalQueue::destroy() noexcept {
   if (sequence_semaphore_ != VK_NULL_HANDLE) {
     vk.vkDestroySemaphore(context_->device, sequence_semaphore_, nullptr);
   }
+  timer_.destroy();
   pool_ = VK_NULL_HANDLE;
   sequence_semaphore_ = VK_NULL_HANDLE;
   in_flight_.clear();
@@ -69,9 +70,19 @@ void LogicalQueue::release_unsubmitted(VkCommandBuffer command_buffer) {
   if (command_buffer != VK_NULL_HANDLE) free_.push_back(command_buffer);
 }
 
+Status LogicalQueue::collect_times() {
+  if (!timer_.has_pending()) return Status();
+  std::uint64_t completed = 0;
+  FERRY_VK_RETURN_IF_ERROR(
+      context_->vk.vkGetSemaphoreCounterValue(context_->device, sequence_semaphore_, &completed));
+  timer_.collect(completed);
+  return Status();
+}
+
 Status LogicalQueue::submit(VkCommandBuffer command_buffer,
                             std::span<const backend::TimelineValue> waits,
-                            std::span<const backend::TimelineValue> signals) {
+                            std::span<const backend::TimelineValue> signals,
+                            const std::optional<TimestampPair>& timed, std::uint64_t id) {
   auto semaphore_info = [](const backend::TimelineValue& point) {
     VkSemaphoreSubmitInfo info{};
     info.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SUBMIT_INFO;
@@ -108,13 +119,16 @@ Status LogicalQueue::submit(VkCommandBuffer command_buffer,
   submit_info.signalSemaphoreInfoCount = static_cast<std::uint32_t>(signal_infos.size());
   submit_info.pSignalSemaphoreInfos = signal_infos.data();
 
+  const std::int64_t dispatch_ns = timed ? detail::trace_now_ns() : 0;
   const VkResult submitted = context_->vk.vkQueueSubmit2(queue_, 1, &submit_info, VK_NULL_HANDLE);
   if (submitted != VK_SUCCESS) {
     // A failed vkQueueSubmit2 leaves the command buffer and the semaphores untouched.
     release_unsubmitted(command_buffer);
+    release_timestamps(timed);
     return vk_status(submitted, "vkQueueSubmit2");
   }
   last_sequence_ = sequence;
+  if (timed) timer_.submitted(*timed, sequence, id, dispatch_ns);
   for (const backend::TimelineValue& signal : signals) {
     static_cast<VulkanTimeline*>(signal.timeline)->note_device_signal(signal.value);
   }

@@ -10,11 +10,13 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "core/backend.hpp"
 #include "vulkan/context.hpp"
+#include "vulkan/timestamps.hpp"
 
 namespace ferry::vulkan {
 
@@ -36,9 +38,25 @@ class LogicalQueue {
 
   // Submits `command_buffer` (VK_NULL_HANDLE: nothing to run, only the waits and signals).
   // Waits and signals act at ALL_COMMANDS. On error nothing was submitted and the command buffer
-  // is back in the free list.
+  // is back in the free list. `timed`: the command buffer writes these timestamps, for the
+  // submission `id` (the timer reports it once it has completed).
   Status submit(VkCommandBuffer command_buffer, std::span<const backend::TimelineValue> waits,
-                std::span<const backend::TimelineValue> signals);
+                std::span<const backend::TimelineValue> signals,
+                const std::optional<TimestampPair>& timed = std::nullopt, std::uint64_t id = 0);
+
+  // Tracing: times this queue's submissions from now on; unavailable, saying why, where the
+  // queue cannot be timed.
+  Status enable_timing(QueueKind kind, std::uint32_t timestamp_valid_bits,
+                       backend::ExecutionTimes* times) {
+    return timer_.create(*context_, kind, timestamp_valid_bits, times);
+  }
+  // Timestamps for a submission to record, where timed (and a pair is free).
+  std::optional<TimestampPair> timestamps() { return timer_.take(); }
+  void release_timestamps(const std::optional<TimestampPair>& timed) {
+    if (timed) timer_.give_back(*timed);
+  }
+  // Reports the times of the timed submissions that have completed.
+  Status collect_times();
 
   const QueueAssignment& assignment() const noexcept { return assignment_; }
 
@@ -56,6 +74,7 @@ class LogicalQueue {
   std::uint64_t last_sequence_ = 0;
   std::deque<InFlight> in_flight_;
   std::vector<VkCommandBuffer> free_;
+  QueueTimer timer_;  // inactive unless tracing
 };
 
 }  // namespace ferry::vulkan

@@ -175,14 +175,22 @@ Status record_body(const DeviceContext& context, const OpPipelines& pipelines,
 }  // namespace
 
 Status record_commands(const DeviceContext& context, const OpPipelines& pipelines,
-                       VkCommandBuffer command_buffer,
-                       std::span<const backend::Command> commands) {
+                       VkCommandBuffer command_buffer, std::span<const backend::Command> commands,
+                       const std::optional<TimestampPair>& timed) {
   const VolkDeviceTable& vk = context.vk;
   VkCommandBufferBeginInfo begin_info{};
   begin_info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   begin_info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   FERRY_VK_RETURN_IF_ERROR(vk.vkBeginCommandBuffer(command_buffer, &begin_info));
+  if (timed) {
+    vk.vkCmdWriteTimestamp2(command_buffer, VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT, timed->pool,
+                            timed->first);
+  }
   Status recorded = record_body(context, pipelines, command_buffer, commands);
+  if (recorded.ok() && timed) {
+    vk.vkCmdWriteTimestamp2(command_buffer, VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT, timed->pool,
+                            timed->first + 1);
+  }
   if (recorded.ok()) {
     FERRY_VK_RETURN_IF_ERROR(vk.vkEndCommandBuffer(command_buffer));
     return recorded;

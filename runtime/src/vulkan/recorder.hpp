@@ -10,18 +10,22 @@
 
 #include <volk.h>
 
+#include <optional>
 #include <span>
 
 #include "core/backend.hpp"
 #include "vulkan/context.hpp"
 #include "vulkan/op_pipelines.hpp"
+#include "vulkan/timestamps.hpp"
 
 namespace ferry::vulkan {
 
 // Fails (recording nothing usable) when an op's pipeline cannot record it; core checked support
-// and record-time limits before, so that is an internal or a native error.
+// and record-time limits before, so that is an internal or a native error. `timed`: timestamps
+// written first and last, each once everything before it has completed (so the spans of one
+// queue's submissions do not overlap: each starts when the one before has ended, or later).
 Status record_commands(const DeviceContext& context, const OpPipelines& pipelines,
-                       VkCommandBuffer command_buffer,
-                       std::span<const backend::Command> commands);
+                       VkCommandBuffer command_buffer, std::span<const backend::Command> commands,
+                       const std::optional<TimestampPair>& timed = std::nullopt);
 
 }  // namespace ferry::vulkan
