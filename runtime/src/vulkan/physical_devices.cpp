@@ -283,13 +283,14 @@ void describe_memory(VkPhysicalDevice handle, PhysicalDevice& device) {
   device.info.host_visible_memory_bytes = host_only != 0 ? host_only : host_visible_local;
 }
 
-// The calibrated-timestamps extension to enable (KHR, else EXT: the same calls), where the device
-// can calibrate its own time domain against CLOCK_MONOTONIC (std::chrono::steady_clock here);
-// null otherwise.
+// The calibrated-timestamps extension to enable (EXT, else KHR: the same calls; EXT first, since
+// validation layers older than the KHR promotion warn about an extension they do not know, and
+// NVIDIA's driver offers both), where the device can calibrate its own time domain against
+// CLOCK_MONOTONIC (std::chrono::steady_clock here); null otherwise.
 Result<const char*> describe_calibrated_timestamps(VkPhysicalDevice handle) {
   const char* extension = nullptr;
   for (const char* name :
-       {"VK_KHR_calibrated_timestamps", VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME}) {
+       {VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME, "VK_KHR_calibrated_timestamps"}) {
     FERRY_ASSIGN_OR_RETURN(const bool offered, has_device_extension(handle, name));
     if (offered) {
       extension = name;
