@@ -169,11 +169,11 @@ Status DeviceState::dispatch(QueueState& queue, Submission&& submission) {
     for (const auto& c : submission.commands) commands.push_back(c.command);
 
     Status status = injected_fault(FaultSite::submit, "the backend refused the submission");
+    // Timed (ExecutionTimes) only when traced and the backend times this queue.
+    const bool timed = trace != nullptr && trace->device_timed(queue.kind);
     if (status.ok()) {
-      // Timed (ExecutionTimes) only when traced and the backend times this queue.
-      const std::uint64_t timed_id =
-          trace != nullptr && trace->device_timed(queue.kind) ? progress_value : 0;
-      status = core->impl->submit(queue.kind, {commands, waits, signals, timed_id});
+      status = core->impl->submit(queue.kind,
+                                  {commands, waits, signals, timed ? progress_value : 0});
     }
     if (status.ok()) {
       for (const auto& s : submission.signals) {
@@ -181,9 +181,7 @@ Status DeviceState::dispatch(QueueState& queue, Submission&& submission) {
         state.submitted = std::max(state.submitted, s.value);
       }
       queue.progress->submitted = progress_value;
-      if (trace != nullptr && trace->device_timed(queue.kind)) {
-        trace->submission_dispatched(queue.kind, progress_value, start_ns);
-      }
+      if (timed) trace->submission_dispatched(queue.kind, progress_value, start_ns);
       queue.in_flight.push_back(std::move(submission));
       traced("dispatch");
       return Status();

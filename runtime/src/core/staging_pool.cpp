@@ -44,6 +44,12 @@ LeaseState::~LeaseState() {
   if (pool) pool->give_back(slab, offset, reserved, std::move(spare));
 }
 
+void PoolState::trace_bytes_in_use() noexcept {
+  if (trace_counter != nullptr) {
+    device->trace->counter(trace_counter, static_cast<std::int64_t>(stats.bytes_in_use));
+  }
+}
+
 void PoolState::give_back(Slab* slab, std::uint64_t offset, std::uint64_t size,
                           FreeRanges::node_type&& node) noexcept {
   {
@@ -72,9 +78,7 @@ void PoolState::give_back(Slab* slab, std::uint64_t offset, std::uint64_t size,
     }
     slab->used -= size;
     stats.bytes_in_use -= size;
-    if (trace_counter != nullptr) {
-      device->trace->counter(trace_counter, static_cast<std::int64_t>(stats.bytes_in_use));
-    }
+    trace_bytes_in_use();
   }
   released.notify_all();
 }
@@ -138,10 +142,7 @@ Result<Lease> allocate_locked(const std::shared_ptr<detail::PoolState>& pool, st
   lease->spare = std::move(spare);
   pool->stats.bytes_in_use += reserved;
   pool->stats.high_water_bytes = std::max(pool->stats.high_water_bytes, pool->stats.bytes_in_use);
-  if (pool->trace_counter != nullptr) {
-    pool->device->trace->counter(pool->trace_counter,
-                                 static_cast<std::int64_t>(pool->stats.bytes_in_use));
-  }
+  pool->trace_bytes_in_use();
   return Lease(std::move(lease));
 }
 

@@ -131,6 +131,8 @@ struct PoolState : std::enable_shared_from_this<PoolState> {
   // Returns a lease's range to its slab; allocates nothing (`node` is reused) and never throws.
   void give_back(Slab* slab, std::uint64_t offset, std::uint64_t size,
                  FreeRanges::node_type&& node) noexcept;
+  // Puts stats.bytes_in_use on the trace's counter, when tracing (under `mutex`).
+  void trace_bytes_in_use() noexcept;
 };
 
 // One recorded command with what it keeps alive until its submission completes: every buffer

@@ -361,25 +361,25 @@ void DeviceTrace::counter(const char* name, std::int64_t value) noexcept {
 
 void DeviceTrace::submission_dispatched(QueueKind queue, std::uint64_t submission,
                                         std::int64_t ts_ns) noexcept {
-  TraceEvent event;
-  event.phase = 's';
-  event.pid = pid_;
-  event.tid = queue_track(queue);
-  event.name = "submission";
-  event.id = submission_flow(queue, submission);
-  event.ts_ns = ts_ns;
-  file_->add(event);
+  submission_arrow('s', queue_track(queue), queue, submission, ts_ns);
 }
 
 const char* DeviceTrace::intern(std::string text) noexcept {
   return file_->intern(std::move(text));
 }
 
-std::uint64_t DeviceTrace::submission_flow(QueueKind queue,
-                                           std::uint64_t submission) const noexcept {
+void DeviceTrace::submission_arrow(char phase, int track, QueueKind queue,
+                                   std::uint64_t submission, std::int64_t ts_ns) noexcept {
+  TraceEvent event;
+  event.phase = phase;
+  event.pid = pid_;
+  event.tid = track;
+  event.name = "submission";
   // Unique in the file: the process, the queue and the submission's number on it.
-  return (static_cast<std::uint64_t>(pid_) << 48) |
-         (static_cast<std::uint64_t>(queue) << 44) | (submission & ((1ull << 44) - 1));
+  event.id = (static_cast<std::uint64_t>(pid_) << 48) |
+             (static_cast<std::uint64_t>(queue) << 44) | (submission & ((1ull << 44) - 1));
+  event.ts_ns = ts_ns;
+  file_->add(event);
 }
 
 void DeviceTrace::submission_ran(QueueKind queue, std::uint64_t submission, std::int64_t start_ns,
@@ -387,14 +387,7 @@ void DeviceTrace::submission_ran(QueueKind queue, std::uint64_t submission, std:
   span(device_track(queue), "execution", start_ns, end_ns,
        {"submission", static_cast<std::int64_t>(submission)});
   // The arrow from the queue's dispatch (recorded by core) to the execution.
-  TraceEvent event;
-  event.phase = 'f';
-  event.pid = pid_;
-  event.tid = device_track(queue);
-  event.name = "submission";
-  event.id = submission_flow(queue, submission);
-  event.ts_ns = start_ns;
-  file_->add(event);
+  submission_arrow('f', device_track(queue), queue, submission, start_ns);
 }
 
 void DeviceTrace::command_ran(QueueKind queue, std::uint64_t submission, std::size_t command,

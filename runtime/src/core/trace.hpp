@@ -102,8 +102,9 @@ class DeviceTrace final : public backend::ExecutionTimes {
   bool device_timed_ = false;  // set once, before any submission
   std::atomic<bool> untimed_[kQueueKindCount] = {};
 
-  // The flow id of a queue's submission (its progress value), unique within the file.
-  std::uint64_t submission_flow(QueueKind queue, std::uint64_t submission) const noexcept;
+  // One end (phase 's' or 'f') of the arrow of a queue's submission (its progress value).
+  void submission_arrow(char phase, int track, QueueKind queue, std::uint64_t submission,
+                        std::int64_t ts_ns) noexcept;
 };
 
 // The device's trace, or null when it is not traced (for code built on the public API: the

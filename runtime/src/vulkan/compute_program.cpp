@@ -100,6 +100,15 @@ void ComputeProgram::push_storage_buffers(VkCommandBuffer command_buffer,
                                          0, count, writes.data());
 }
 
+void record_memory_barrier(const VolkDeviceTable& vk, VkCommandBuffer command_buffer,
+                           const VkMemoryBarrier2& barrier) {
+  VkDependencyInfo dependency{};
+  dependency.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO;
+  dependency.memoryBarrierCount = 1;
+  dependency.pMemoryBarriers = &barrier;
+  vk.vkCmdPipelineBarrier2(command_buffer, &dependency);
+}
+
 void record_compute_barrier(const VolkDeviceTable& vk, VkCommandBuffer command_buffer) {
   VkMemoryBarrier2 barrier{};
   barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2;
@@ -107,11 +116,7 @@ void record_compute_barrier(const VolkDeviceTable& vk, VkCommandBuffer command_b
   barrier.srcAccessMask = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
   barrier.dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
   barrier.dstAccessMask = VK_ACCESS_2_SHADER_STORAGE_READ_BIT | VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT;
-  VkDependencyInfo dependency{};
-  dependency.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO;
-  dependency.memoryBarrierCount = 1;
-  dependency.pMemoryBarriers = &barrier;
-  vk.vkCmdPipelineBarrier2(command_buffer, &dependency);
+  record_memory_barrier(vk, command_buffer, barrier);
 }
 
 }  // namespace ferry::vulkan

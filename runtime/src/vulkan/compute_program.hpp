@@ -61,6 +61,10 @@ struct WindowAccess {
   }
 };
 
+// One global memory barrier (vkCmdPipelineBarrier2 with `barrier` alone).
+void record_memory_barrier(const VolkDeviceTable& vk, VkCommandBuffer command_buffer,
+                           const VkMemoryBarrier2& barrier);
+
 // Orders a command's dispatches: storage writes of the compute shaders recorded before become
 // visible to the storage reads and writes of those recorded after.
 void record_compute_barrier(const VolkDeviceTable& vk, VkCommandBuffer command_buffer);

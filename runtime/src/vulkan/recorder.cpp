@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "vulkan/buffer.hpp"
+#include "vulkan/compute_program.hpp"
 #include "vulkan/status.hpp"
 
 namespace ferry::vulkan {
@@ -108,15 +109,6 @@ Status record_op(const OpPipelines& pipelines, VkCommandBuffer command_buffer,
       op.args);
 }
 
-void record_barrier(const VolkDeviceTable& vk, VkCommandBuffer command_buffer,
-                    const VkMemoryBarrier2& barrier) {
-  VkDependencyInfo dependency{};
-  dependency.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO;
-  dependency.memoryBarrierCount = 1;
-  dependency.pMemoryBarriers = &barrier;
-  vk.vkCmdPipelineBarrier2(command_buffer, &dependency);
-}
-
 // Records between vkBeginCommandBuffer and vkEndCommandBuffer.
 Status record_body(const DeviceContext& context, const OpPipelines& pipelines,
                    VkCommandBuffer command_buffer, std::span<const backend::Command> commands) {
@@ -128,7 +120,7 @@ Status record_body(const DeviceContext& context, const OpPipelines& pipelines,
   start.srcAccessMask = VK_ACCESS_2_MEMORY_WRITE_BIT;
   start.dstStageMask = VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT;
   start.dstAccessMask = VK_ACCESS_2_MEMORY_READ_BIT | VK_ACCESS_2_MEMORY_WRITE_BIT;
-  record_barrier(vk, command_buffer, start);
+  record_memory_barrier(vk, command_buffer, start);
 
   // Stages and accesses of the whole submission (only those its queue supports).
   std::vector<CommandAccess> accesses;
@@ -143,7 +135,9 @@ Status record_body(const DeviceContext& context, const OpPipelines& pipelines,
 
   HazardTracker hazards;
   for (std::size_t i = 0; i < commands.size(); ++i) {
-    if (hazards.conflicts(accesses[i])) record_barrier(vk, command_buffer, hazards.barrier(all));
+    if (hazards.conflicts(accesses[i])) {
+      record_memory_barrier(vk, command_buffer, hazards.barrier(all));
+    }
     hazards.add(accesses[i]);
 
     FERRY_RETURN_IF_ERROR(backend::visit_command(
@@ -167,7 +161,7 @@ Status record_body(const DeviceContext& context, const OpPipelines& pipelines,
     to_host.srcAccessMask = all.write_access;
     to_host.dstStageMask = VK_PIPELINE_STAGE_2_HOST_BIT;
     to_host.dstAccessMask = VK_ACCESS_2_HOST_READ_BIT;
-    record_barrier(vk, command_buffer, to_host);
+    record_memory_barrier(vk, command_buffer, to_host);
   }
   return Status();
 }

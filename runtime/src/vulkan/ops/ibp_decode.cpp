@@ -159,11 +159,7 @@ Status IbpDecodePipeline::record(VkCommandBuffer command_buffer, const ops::IbpD
     copied.srcAccessMask = VK_ACCESS_2_TRANSFER_WRITE_BIT;
     copied.dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT;
     copied.dstAccessMask = VK_ACCESS_2_SHADER_STORAGE_READ_BIT;
-    VkDependencyInfo dependency{};
-    dependency.sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO;
-    dependency.memoryBarrierCount = 1;
-    dependency.pMemoryBarriers = &copied;
-    vk.vkCmdPipelineBarrier2(command_buffer, &dependency);
+    record_memory_barrier(vk, command_buffer, copied);
   }
   vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
   for (std::size_t d = 0; d < dispatches.size(); ++d) {
