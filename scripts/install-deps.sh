@@ -10,6 +10,7 @@ packages=(
   glslang-tools spirv-tools                     # shaders: glslangValidator, spirv-opt, spirv-val
   doctest-dev                                   # unit tests and conformance suite
   nlohmann-json3-dev                            # tests: parsing the trace files ferry writes
+  python3                                       # tools/trace (trace report, pictures) and their test
   vulkan-validationlayers                       # Khronos validation, on in the Vulkan tests
   mesa-vulkan-drivers                           # lavapipe: Vulkan on the CPU where there is no GPU
   vulkan-tools                                  # vulkaninfo, for diagnosing driver set-up

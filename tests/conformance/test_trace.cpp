@@ -159,6 +159,7 @@ std::vector<std::int64_t> one_to(std::uint64_t count) {
 // queue (one submission of two commands); a chunked upload and download. Returns how many
 // submissions each queue got.
 struct Workload {
+  std::uint64_t bytes = 0;  // of each direct copy, and of the chunked upload and download
   std::uint64_t direct_copies = 0;
   std::uint64_t chunks = 0;
   std::uint64_t submissions[ferry::kQueueKindCount] = {};
@@ -167,6 +168,7 @@ struct Workload {
 Workload run_workload(BackendUnderTest& t, const Device& device) {
   Workload w;
   const std::uint64_t bytes = 3 * (64ull << 10) + 4 * (t.rng() % 1000) + 4;
+  w.bytes = bytes;
   const Buffer staging = REQUIRE_VALUE(device.create_buffer(bytes, MemoryKind::host_upload));
   const Buffer target = REQUIRE_VALUE(device.create_buffer(bytes, MemoryKind::device));
   w.direct_copies = 3 + t.rng() % 4;
@@ -256,6 +258,13 @@ void check_device_trace(const Trace& trace, int pid, const Workload& w, const Ex
     for (const Span& d : dispatches) commands += d.args.at("commands").get<std::int64_t>();
     CHECK(static_cast<std::uint64_t>(commands) ==
           (kind == QueueKind::compute ? 2 : w.submissions[q]));
+    // The bytes each dispatch copies: the direct copies and the chunked transfer's.
+    std::int64_t copy_bytes = 0;
+    for (const Span& d : dispatches) copy_bytes += d.args.at("copy_bytes").get<std::int64_t>();
+    const std::uint64_t copied = kind == QueueKind::upload     ? (w.direct_copies + 1) * w.bytes
+                                 : kind == QueueKind::download ? w.bytes
+                                                               : 0;
+    CHECK(static_cast<std::uint64_t>(copy_bytes) == copied);
     CHECK(submissions_of(trace.spans(pid, host_tid, "submit")) == one_to(w.submissions[q]));
     CHECK(device_timed(trace, pid, kind) == expected.timed);
     if (!expected.timed) continue;

@@ -148,12 +148,22 @@ Status DeviceState::dispatch(QueueState& queue, Submission&& submission) {
   DeviceTrace* const trace = core->trace.get();
   const std::int64_t start_ns = trace != nullptr ? trace_now_ns() : 0;
   const auto command_count = static_cast<std::int64_t>(submission.commands.size());
-  // The dispatch's span on the queue's track, and the in-flight counter, however it ends.
+  // The dispatch's span on the queue's track, and the in-flight counter, however it ends. Its
+  // copy bytes let a reader of the trace turn the device execution into GB/s
+  // (tools/trace/report.py).
+  std::int64_t copy_bytes = 0;
+  if (trace != nullptr) {
+    for (const auto& c : submission.commands) {
+      if (const auto* copy = std::get_if<backend::CopyCommand>(&c.command)) {
+        copy_bytes += static_cast<std::int64_t>(copy->size);
+      }
+    }
+  }
   auto traced = [&](const char* name) {
     if (trace == nullptr) return;
     trace->span(DeviceTrace::queue_track(queue.kind), name, start_ns, trace_now_ns(),
                 {"submission", static_cast<std::int64_t>(progress_value)},
-                {"commands", command_count});
+                {"commands", command_count}, {"copy_bytes", copy_bytes});
     trace_in_flight(*trace, queue);
   };
   if (submission.failure.ok()) {
