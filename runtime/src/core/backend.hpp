@@ -112,7 +112,9 @@ struct TimelineValue {
 struct Submission {
   std::span<const Command> commands;
   std::span<const TimelineValue> waits;
-  std::span<const TimelineValue> signals;  // never empty: core adds the queue's progress value
+  // Never empty: the last is the queue's progress value, which core adds (one higher with each
+  // submission to the queue; backends may count on it, Vulkan recycles command buffers by it).
+  std::span<const TimelineValue> signals;
   // The submission's number on its queue (its progress value) when its execution is to be timed
   // (ExecutionTimes); 0 when not: tracing off, a queue the backend cannot time, core's fences.
   std::uint64_t id = 0;

@@ -34,6 +34,7 @@ class VulkanBuffer final : public backend::BackendBuffer {
   ~VulkanBuffer() override;
 
   std::byte* host_data() noexcept override { return mapped_; }
+  bool host_visible() const noexcept { return mapped_ != nullptr; }
   VkBuffer handle() const noexcept { return buffer_; }
   std::uint64_t allocated_size() const noexcept { return allocated_size_; }
 

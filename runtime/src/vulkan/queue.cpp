@@ -18,8 +18,6 @@ Status LogicalQueue::create(const DeviceContext& context, const QueueAssignment&
                     VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
   pool_info.queueFamilyIndex = assignment.family;
   FERRY_VK_RETURN_IF_ERROR(vk.vkCreateCommandPool(context.device, &pool_info, nullptr, &pool_));
-
-  FERRY_ASSIGN_OR_RETURN(sequence_semaphore_, create_timeline_semaphore(context, 0));
   return Status();
 }
 
@@ -28,12 +26,9 @@ void LogicalQueue::destroy() noexcept {
   const VolkDeviceTable& vk = context_->vk;
   // Destroying the pool frees its command buffers.
   if (pool_ != VK_NULL_HANDLE) vk.vkDestroyCommandPool(context_->device, pool_, nullptr);
-  if (sequence_semaphore_ != VK_NULL_HANDLE) {
-    vk.vkDestroySemaphore(context_->device, sequence_semaphore_, nullptr);
-  }
   timer_.destroy();
   pool_ = VK_NULL_HANDLE;
-  sequence_semaphore_ = VK_NULL_HANDLE;
+  progress_semaphore_ = VK_NULL_HANDLE;  // core's timeline: destroyed by core
   in_flight_.clear();
   free_.clear();
   context_ = nullptr;
@@ -44,8 +39,8 @@ Result<VkCommandBuffer> LogicalQueue::acquire_command_buffer() {
   if (free_.empty() && !in_flight_.empty()) {
     std::uint64_t completed = 0;
     FERRY_VK_RETURN_IF_ERROR(
-        vk.vkGetSemaphoreCounterValue(context_->device, sequence_semaphore_, &completed));
-    while (!in_flight_.empty() && in_flight_.front().sequence <= completed) {
+        vk.vkGetSemaphoreCounterValue(context_->device, progress_semaphore_, &completed));
+    while (!in_flight_.empty() && in_flight_.front().progress <= completed) {
       free_.push_back(in_flight_.front().command_buffer);
       in_flight_.pop_front();
     }
@@ -74,7 +69,7 @@ Status LogicalQueue::collect_times() {
   if (!timer_.has_pending()) return Status();
   std::uint64_t completed = 0;
   FERRY_VK_RETURN_IF_ERROR(
-      context_->vk.vkGetSemaphoreCounterValue(context_->device, sequence_semaphore_, &completed));
+      context_->vk.vkGetSemaphoreCounterValue(context_->device, progress_semaphore_, &completed));
   timer_.collect(completed);
   return Status();
 }
@@ -96,15 +91,10 @@ Status LogicalQueue::submit(VkCommandBuffer command_buffer,
   wait_infos.reserve(waits.size());
   for (const backend::TimelineValue& wait : waits) wait_infos.push_back(semaphore_info(wait));
   std::vector<VkSemaphoreSubmitInfo> signal_infos;
-  signal_infos.reserve(signals.size() + 1);
+  signal_infos.reserve(signals.size());
   for (const backend::TimelineValue& signal : signals) signal_infos.push_back(semaphore_info(signal));
-  const std::uint64_t sequence = last_sequence_ + 1;
-  VkSemaphoreSubmitInfo sequence_signal{};
-  sequence_signal.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SUBMIT_INFO;
-  sequence_signal.semaphore = sequence_semaphore_;
-  sequence_signal.value = sequence;
-  sequence_signal.stageMask = VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT;
-  signal_infos.push_back(sequence_signal);
+  // The queue's progress value (backend::Submission: the last signal).
+  const VkSemaphoreSubmitInfo& progress = signal_infos.back();
 
   VkCommandBufferSubmitInfo command_info{};
   command_info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_SUBMIT_INFO;
@@ -127,12 +117,12 @@ Status LogicalQueue::submit(VkCommandBuffer command_buffer,
     release_timestamps(timed);
     return vk_status(submitted, "vkQueueSubmit2");
   }
-  last_sequence_ = sequence;
-  if (timed) timer_.submitted(*timed, sequence, id, dispatch_ns);
+  progress_semaphore_ = progress.semaphore;
+  if (timed) timer_.submitted(*timed, progress.value, id, dispatch_ns);
   for (const backend::TimelineValue& signal : signals) {
     static_cast<VulkanTimeline*>(signal.timeline)->note_device_signal(signal.value);
   }
-  if (command_buffer != VK_NULL_HANDLE) in_flight_.push_back({sequence, command_buffer});
+  if (command_buffer != VK_NULL_HANDLE) in_flight_.push_back({progress.value, command_buffer});
   return Status();
 }
 

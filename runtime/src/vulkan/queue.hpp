@@ -2,8 +2,9 @@
 // may share a VkQueue (lavapipe has one); core serializes submit() per device, which is all the
 // external synchronization a shared VkQueue and the command pool need.
 //
-// Command buffers are recycled: each submission also signals this queue's own timeline semaphore
-// with its sequence number, and a command buffer is reused once that number is reached.
+// Command buffers are recycled: a submission's last signal is its queue's progress value (core
+// adds it, one higher per submission), and a command buffer is reused once that value is reached.
+// (A semaphore of the queue's own for this cost one more signal per vkQueueSubmit2.)
 #pragma once
 
 #include <volk.h>
@@ -62,7 +63,7 @@ class LogicalQueue {
 
  private:
   struct InFlight {
-    std::uint64_t sequence = 0;
+    std::uint64_t progress = 0;
     VkCommandBuffer command_buffer = VK_NULL_HANDLE;
   };
 
@@ -70,8 +71,8 @@ class LogicalQueue {
   QueueAssignment assignment_;
   VkQueue queue_ = VK_NULL_HANDLE;
   VkCommandPool pool_ = VK_NULL_HANDLE;
-  VkSemaphore sequence_semaphore_ = VK_NULL_HANDLE;
-  std::uint64_t last_sequence_ = 0;
+  // The semaphore of the queue's progress timeline (the last signal of every submission).
+  VkSemaphore progress_semaphore_ = VK_NULL_HANDLE;
   std::deque<InFlight> in_flight_;
   std::vector<VkCommandBuffer> free_;
   QueueTimer timer_;  // inactive unless tracing

@@ -59,9 +59,9 @@ std::optional<TimestampPair> QueueTimer::take() {
 
 void QueueTimer::give_back(const TimestampPair& pair) { free_.push_back(pair.first); }
 
-void QueueTimer::submitted(const TimestampPair& pair, std::uint64_t sequence, std::uint64_t id,
+void QueueTimer::submitted(const TimestampPair& pair, std::uint64_t progress, std::uint64_t id,
                            std::int64_t dispatch_ns) {
-  pending_.push_back({sequence, id, pair.first, dispatch_ns});
+  pending_.push_back({progress, id, pair.first, dispatch_ns});
 }
 
 void QueueTimer::refresh_calibration(std::int64_t now_ns) {
@@ -84,7 +84,7 @@ void QueueTimer::refresh_calibration(std::int64_t now_ns) {
 
 void QueueTimer::collect(std::uint64_t completed) {
   const VolkDeviceTable& vk = context_->vk;
-  while (!pending_.empty() && pending_.front().sequence <= completed) {
+  while (!pending_.empty() && pending_.front().progress <= completed) {
     const Pending done = pending_.front();
     pending_.pop_front();
     // [start, available, end, available]: both written once the submission completed.

@@ -1,6 +1,6 @@
 // Timing a logical queue's submissions for traces (core/trace.hpp, backend::ExecutionTimes): a
 // pair of timestamp queries per submission, written at the start and the end of its command
-// buffer, read back once the submission has completed (never a wait: the queue's sequence value
+// buffer, read back once the submission has completed (never a wait: the queue's progress value
 // says it has), turned into host time (device_clock.hpp) and reported.
 //
 // Host time: calibrated timestamps (VK_KHR_/VK_EXT_calibrated_timestamps against
@@ -51,16 +51,17 @@ class QueueTimer {
   std::optional<TimestampPair> take();
   // Queries taken for a submission that was not submitted after all.
   void give_back(const TimestampPair& pair);
-  // The submission with `pair` was submitted as the queue's `sequence`, at host time `dispatch_ns`.
-  void submitted(const TimestampPair& pair, std::uint64_t sequence, std::uint64_t id,
+  // The submission with `pair` was submitted, as the queue's progress value `progress`, at host
+  // time `dispatch_ns`.
+  void submitted(const TimestampPair& pair, std::uint64_t progress, std::uint64_t id,
                  std::int64_t dispatch_ns);
   bool has_pending() const noexcept { return !pending_.empty(); }
-  // Reads back and reports every timed submission up to the queue's sequence value `completed`.
+  // Reads back and reports every timed submission up to the queue's progress value `completed`.
   void collect(std::uint64_t completed);
 
  private:
   struct Pending {
-    std::uint64_t sequence = 0;
+    std::uint64_t progress = 0;
     std::uint64_t id = 0;
     std::uint32_t first = 0;
     std::int64_t dispatch_ns = 0;
@@ -73,7 +74,7 @@ class QueueTimer {
   backend::ExecutionTimes* times_ = nullptr;
   VkQueryPool pool_ = VK_NULL_HANDLE;
   std::vector<std::uint32_t> free_;  // first queries of free pairs
-  std::deque<Pending> pending_;      // in submission (sequence) order
+  std::deque<Pending> pending_;      // in submission (progress) order
   ClockCalibration clock_;
   bool calibrated_ = false;
 };
