@@ -75,6 +75,42 @@ TEST_CASE("queue families: NVIDIA H100 uses the two-queue transfer-only family f
   check_creation_matches(*plan);
 }
 
+TEST_CASE("queue families: copy queues prefer families whose timestamps keep more bits") {
+  auto with_bits = [](QueueFamilyInfo info, std::uint32_t bits) {
+    info.timestamp_valid_bits = bits;
+    return info;
+  };
+  // Transfer-only families of 32, 64 and 0 bits (in that order): the 64-bit one serves both copy
+  // queues.
+  const std::vector<QueueFamilyInfo> families = {
+      with_bits(family(0, 4, true, true, true), 64),
+      with_bits(family(1, 1, false, false, true), 32),
+      with_bits(family(2, 2, false, false, true), 64),
+      with_bits(family(3, 2, false, false, true), 0),
+  };
+  const auto plan = plan_queues(families);
+  REQUIRE(plan.ok());
+  check_queue(*plan, QueueKind::compute, 0, 0, false);
+  check_queue(*plan, QueueKind::upload, 2, 0, false);
+  check_queue(*plan, QueueKind::download, 2, 1, false);
+  check_creation_matches(*plan);
+
+  // One queue in the 64-bit family: download takes the next best, a 32-bit family, not the
+  // family without timestamps; equal bits keep the device's order.
+  const std::vector<QueueFamilyInfo> fewer = {
+      with_bits(family(0, 4, true, true, true), 64),
+      with_bits(family(1, 1, false, false, true), 0),
+      with_bits(family(2, 1, false, false, true), 32),
+      with_bits(family(3, 1, false, false, true), 64),
+      with_bits(family(4, 1, false, false, true), 32),
+  };
+  const auto second = plan_queues(fewer);
+  REQUIRE(second.ok());
+  check_queue(*second, QueueKind::upload, 3, 0, false);
+  check_queue(*second, QueueKind::download, 2, 0, false);
+  check_creation_matches(*second);
+}
+
 TEST_CASE("queue families: lavapipe's single queue is shared by all three") {
   const std::vector<QueueFamilyInfo> families = {family(0, 1, true, true, true)};
   const auto plan = plan_queues(families);

@@ -73,14 +73,22 @@ Result<QueuePlan> plan_queues(std::span<const QueueFamilyInfo> families) {
       transfer_slots.push_back({family.index, i});
     }
   };
-  for (const QueueFamilyInfo& family : families) {
-    if (is_transfer_only(family)) add_family(family, 0);
-  }
-  for (const QueueFamilyInfo& family : families) {
-    if (!is_transfer_only(family) && can_transfer(family) && family.index != compute.family) {
-      add_family(family, 0);
+  // Within each tier, families whose timestamps keep more valid bits first (a trace can time
+  // them without unwrapping a counter, or at all); otherwise in the device's order.
+  auto add_tier = [&](auto belongs) {
+    std::vector<const QueueFamilyInfo*> tier;
+    for (const QueueFamilyInfo& family : families) {
+      if (belongs(family)) tier.push_back(&family);
     }
-  }
+    std::stable_sort(tier.begin(), tier.end(), [](const auto* a, const auto* b) {
+      return a->timestamp_valid_bits > b->timestamp_valid_bits;
+    });
+    for (const QueueFamilyInfo* family : tier) add_family(*family, 0);
+  };
+  add_tier([](const QueueFamilyInfo& family) { return is_transfer_only(family); });
+  add_tier([&](const QueueFamilyInfo& family) {
+    return !is_transfer_only(family) && can_transfer(family) && family.index != compute.family;
+  });
   add_family(*compute_family, 1);
 
   const QueueSlot upload = transfer_slots.empty() ? compute : transfer_slots[0];

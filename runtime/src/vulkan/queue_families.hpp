@@ -5,7 +5,9 @@
 // transfer-only families (the copy engines: NVIDIA's family 1 has two, so upload gets (1,0) and
 // download (1,1)); then other queues of other families; then further queues of the compute
 // family; and when nothing is left they share: upload shares compute's queue, download shares
-// upload's (lavapipe has one family with one queue, so all three share it).
+// upload's (lavapipe has one family with one queue, so all three share it). Within each of
+// those tiers, families whose timestamps keep more valid bits come first (on the H100 a
+// transfer-only family has 32-bit ones, which a trace must unwrap), else the device's order.
 #pragma once
 
 #include <array>
