@@ -205,7 +205,7 @@ Status CudaDevice::submit(QueueKind queue, const backend::Submission& submission
   StreamTimer& timer = timers_[queue_index];
   std::optional<StreamTimer::Pair> timed;
   if (timer.active() && submission.id != 0 && !submission.commands.empty()) {
-    timer.collect();
+    timer.collect_batch();
     timed = timer.take();
   }
   auto fail = [&give_back_events, &timer, &timed](Status status) {

@@ -12,6 +12,7 @@ namespace {
 constexpr std::int64_t kAnchorEveryNs = 1'000'000'000;
 // Pairs kept for reuse beyond those in flight.
 constexpr std::size_t kMaxFreePairs = 64;
+static_assert(kMaxFreePairs >= StreamTimer::kCollectBatch, "a collected batch is kept for reuse");
 
 void destroy_pair(const StreamTimer::Pair& pair) {
   if (pair.start != nullptr) (void)cudaEventDestroy(pair.start);

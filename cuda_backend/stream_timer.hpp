@@ -4,7 +4,9 @@
 // wait on). Read back once the end event has completed (cudaEventQuery, never a wait), and put on
 // the host clock against an anchor: a timing event recorded on a stream of the timer's own and
 // synchronized, whose host time is the middle of that round trip; taken again every second, so
-// the float milliseconds of cudaEventElapsedTime stay precise.
+// the float milliseconds of cudaEventElapsedTime stay precise. Submissions collect in batches
+// (collect_batch): querying every earlier pair on each submission cost ~9 us of CPU per small
+// transfer on the H100 (docs/PERFORMANCE.md, "Tracing cost").
 //
 // Not thread-safe: its device calls it from submissions and from report_execution_times(), which
 // core serializes.
@@ -45,6 +47,12 @@ class StreamTimer {
   void submitted(const Pair& pair, std::uint64_t id);
   // Reports the submissions whose end event has completed, in order.
   void collect();
+  // collect() once kCollectBatch submissions are pending: the submitting thread pays for the
+  // queries (cudaEventQuery, two cudaEventElapsedTime) once per batch instead of per submission.
+  void collect_batch() {
+    if (pending_.size() >= kCollectBatch) collect();
+  }
+  static constexpr std::size_t kCollectBatch = 32;
 
  private:
   struct Pending {
