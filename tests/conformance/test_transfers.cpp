@@ -63,14 +63,16 @@ std::vector<std::uint64_t> transfer_sizes(std::mt19937_64& rng) {
 }
 
 // One pinned round trip: host -> device (upload queue) -> host (download queue), the download
-// waiting on the upload through the timeline (no host round trip in between).
+// waiting on the upload through the timeline (no host round trip in between). The three copy
+// offsets are multiples of `offset_unit` (16: what Vulkan's copy shader takes, copy_shader.hpp).
 void pinned_round_trip(BackendUnderTest& t, const ferry::StagingPool& upload_pool,
                        const ferry::StagingPool& readback_pool, std::uint64_t size,
-                       bool use_leases) {
-  const std::uint64_t src_offset = ferry_test::uniform(t.rng, 0, 300);
-  const std::uint64_t dev_offset = ferry_test::uniform(t.rng, 0, 300);
+                       bool use_leases, std::uint64_t offset_unit = 1) {
+  auto offset = [&] { return offset_unit * ferry_test::uniform(t.rng, 0, 300 / offset_unit); };
+  const std::uint64_t src_offset = offset();
+  const std::uint64_t dev_offset = offset();
   const std::uint64_t dev_tail = ferry_test::uniform(t.rng, 0, 300);
-  const std::uint64_t dst_offset = ferry_test::uniform(t.rng, 0, 300);
+  const std::uint64_t dst_offset = offset();
   const std::uint64_t dst_tail = ferry_test::uniform(t.rng, 0, 300);
   std::ostringstream what;
   what << size << " bytes, src offset " << src_offset << ", device offset " << dev_offset
@@ -129,6 +131,27 @@ TEST_CASE("pinned round trips: 1 byte to 64 MiB, unaligned offsets, leases and h
     REQUIRE_OK(t.device.wait_idle(ferry_test::kLongWait));
     CHECK(upload_pool.stats().bytes_in_use == 0);
     CHECK(readback_pool.stats().bytes_in_use == 0);
+  });
+}
+
+// What Vulkan's copy shader takes (FERRY_VULKAN_COPIES=shader runs this on it: tests/CMakeLists.txt):
+// offsets on 16 bytes, sizes with and without a tail of under 16 bytes for the copy engine.
+TEST_CASE("pinned round trips at 16-byte offsets: 1 byte to 6 MiB, with and without a tail") {
+  ferry_test::for_each_backend([](BackendUnderTest& t) {
+    const ferry::StagingPool upload_pool = REQUIRE_VALUE(
+        t.device.create_staging_pool(ferry_test::small_pool(MemoryKind::host_upload, 8 * kMiB, 2)));
+    const ferry::StagingPool readback_pool = REQUIRE_VALUE(t.device.create_staging_pool(
+        ferry_test::small_pool(MemoryKind::host_readback, 8 * kMiB, 2)));
+    std::vector<std::uint64_t> sizes = {1, 15, 16, 17, 31, 4096, 4096 + 15, 65536 + 16};
+    for (int i = 0; i < 6; ++i) {
+      const std::uint64_t size = ferry_test::log_uniform_size(t.rng, 16, 6 * kMiB);
+      sizes.push_back(size / 16 * 16);  // no tail
+      sizes.push_back(size);
+    }
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      pinned_round_trip(t, upload_pool, readback_pool, sizes[i], i % 2 == 0, 16);
+    }
+    REQUIRE_OK(t.device.wait_idle(ferry_test::kLongWait));
   });
 }
 

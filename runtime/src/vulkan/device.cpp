@@ -1,5 +1,6 @@
 #include "vulkan/device.hpp"
 
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -133,14 +134,21 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
                                 ? "vkGetCalibratedTimestampsKHR"
                                 : "vkGetCalibratedTimestampsEXT"));
   }
+  CopySettings copies;
+  if (const char* spec = std::getenv("FERRY_VULKAN_COPIES"); spec != nullptr && spec[0] != '\0') {
+    FERRY_ASSIGN_OR_RETURN(copies, parse_copy_settings(spec));
+  }
   timestamp_bits_.fill(0);
   for (std::size_t kind = 0; kind < queues_.size(); ++kind) {
     for (const QueueFamilyInfo& family : physical.info.queue_families) {
       if (family.index == plan.queues[kind].family) {
         timestamp_bits_[kind] = family.timestamp_valid_bits;
+        // The shader runs where the queue's family can run compute shaders.
+        shader_copies_[kind] = copies.shader && family.compute;
       }
     }
   }
+  if (copies.shader) FERRY_RETURN_IF_ERROR(copy_shader_.create(context_, copies.group_cap));
 
   for (std::size_t kind = 0; kind < queues_.size(); ++kind) {
     FERRY_RETURN_IF_ERROR(queues_[kind].create(context_, plan.queues[kind]));
@@ -181,6 +189,7 @@ VulkanDevice::~VulkanDevice() {
     // Nothing can be reported from a destructor; destruction goes ahead regardless.
     (void)context_.vk.vkDeviceWaitIdle(context_.device);
     std::apply([](auto&... pipeline) { (pipeline.destroy(), ...); }, pipelines_);
+    copy_shader_.destroy();
     for (LogicalQueue& queue : queues_) queue.destroy();
     context_.vk.vkDestroyDevice(context_.device, nullptr);
   }
@@ -222,7 +231,9 @@ Status VulkanDevice::submit(QueueKind queue_kind, const backend::Submission& sub
     }
     command_buffer = *acquired;
     const Status recorded =
-        record_commands(context_, pipelines_, command_buffer, submission.commands, timed);
+        record_commands(context_, pipelines_,
+                        shader_copies_[static_cast<std::size_t>(queue_kind)] ? &copy_shader_ : nullptr,
+                        command_buffer, submission.commands, timed);
     if (!recorded.ok()) {
       queue.release_unsubmitted(command_buffer);
       queue.release_timestamps(timed);

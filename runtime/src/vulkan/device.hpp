@@ -9,6 +9,7 @@
 
 #include "core/backend.hpp"
 #include "vulkan/context.hpp"
+#include "vulkan/copy_shader.hpp"
 #include "vulkan/op_pipelines.hpp"
 #include "vulkan/physical_devices.hpp"
 #include "vulkan/instance.hpp"
@@ -70,6 +71,10 @@ class VulkanDevice final : public backend::BackendDevice {
   std::array<LogicalQueue, kQueueKindCount> queues_;
   std::array<std::uint32_t, kQueueKindCount> timestamp_bits_{};  // of each queue's family
   OpPipelines pipelines_;  // made for the ops the device supports
+  // Host<->device copies by a compute shader (FERRY_VULKAN_COPIES=shader), on the queues whose
+  // family runs compute shaders.
+  CopyShader copy_shader_;
+  std::array<bool, kQueueKindCount> shader_copies_{};
 };
 
 }  // namespace ferry::vulkan

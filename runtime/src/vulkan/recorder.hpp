@@ -4,8 +4,10 @@
 // - between commands, a barrier only where there is a hazard: a command reads or writes a buffer
 //   written earlier in the submission, or writes one read earlier (buffer granularity, over every
 //   binding of every op);
-// - last, a barrier making the submission's writes visible to the host (HOST_READ), so that a
-//   download into host memory can be read once the submission's signal is seen.
+// - last, where the submission wrote host memory, a barrier making those writes visible to the
+//   host (HOST_READ), so that a download into host memory can be read once the submission's
+//   signal is seen (device memory is never read by the host; other submissions see it through
+//   their semaphore waits).
 #pragma once
 
 #include <volk.h>
@@ -15,17 +17,20 @@
 
 #include "core/backend.hpp"
 #include "vulkan/context.hpp"
+#include "vulkan/copy_shader.hpp"
 #include "vulkan/op_pipelines.hpp"
 #include "vulkan/timestamps.hpp"
 
 namespace ferry::vulkan {
 
 // Fails (recording nothing usable) when an op's pipeline cannot record it; core checked support
-// and record-time limits before, so that is an internal or a native error. `timed`: timestamps
+// and record-time limits before, so that is an internal or a native error. `copy_shader`: where
+// not null, host<->device copies it takes run on it (copy_shader.hpp). `timed`: timestamps
 // written first and last, each once everything before it has completed (so the spans of one
 // queue's submissions do not overlap: each starts when the one before has ended, or later).
 Status record_commands(const DeviceContext& context, const OpPipelines& pipelines,
-                       VkCommandBuffer command_buffer, std::span<const backend::Command> commands,
+                       const CopyShader* copy_shader, VkCommandBuffer command_buffer,
+                       std::span<const backend::Command> commands,
                        const std::optional<TimestampPair>& timed = std::nullopt);
 
 }  // namespace ferry::vulkan
