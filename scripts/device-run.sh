@@ -13,6 +13,15 @@
 #              FERRY_OP_ARGS for the ops)
 #   bench-transfer, bench-ingress, bench-egress, bench-op, bench-search, bench-ibp   one of them
 #              only (bench-ibp: ferry bench ibp, arguments from FERRY_IBP_ARGS)
+#   trace      the transfer (64K, 16M, 256M), ingress (64x224x224x3) and egress (compute-bound)
+#              benches on cuda and on vulkan with --trace, each trace summarized by
+#              tools/trace/report.py (docs/TRACES.md); traces and reports in traces.tar.gz
+#   vulkan-copies  the Vulkan transfer bench (16M, 256M) under each way of placing and running
+#              its copies (FERRY_VULKAN_QUEUES, FERRY_VULKAN_COPIES), and the ingress and egress
+#              benches under the shader's, traced; ratio lines in the summary per variant
+#   conformance-copies  the transfer and pipeline conformance cases on Vulkan with the copy
+#              shader on compute-family upload and download queues, validation on
+#   sanitize-copies  memcheck of the transfer, pipeline and trace cases on CUDA (a short sanitize)
 # Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt (with the benchmarks' "ratio"
 # lines), benchmark output beside them (few files: the device tool returns at most 8):
 # bench-<backend>.txt holds the transfer, ingress, egress and op tables, bench-<backend>.json the
@@ -40,6 +49,27 @@ step() {  # step NAME COMMAND...: runs it, logs to logs/NAME.log, one summary li
   printf '%-22s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" \
     "$(grep -E 'test cases:|ERROR SUMMARY|round trip' "$out/logs/$name.log" | tail -n 1)" | tee -a "$out/summary.txt"
   [ "$rc" -eq 0 ] || failed=1
+}
+
+# The transfer, ingress and egress benches on backend $1 with --trace, named $2, with the
+# environment settings after them; each trace summarized by tools/trace/report.py, then
+# gzipped (traces.tar.gz); ratio lines to the summary.
+traced_benches() {
+  local b=$1 name=$2 t
+  shift 2
+  step "trace-transfer-$name" env "$@" "$bin/ferry" bench transfer --backend "$b" --sizes 64K,16M,256M \
+    --min-time-ms 100 --trace "$out/traces/transfer-$name.json"
+  step "trace-ingress-$name" env "$@" "$bin/ferry" bench ingress --backend "$b" --shapes 64x224x224x3 \
+    --min-time-ms 300 --trace "$out/traces/ingress-$name.json"
+  step "trace-egress-$name" env "$@" "$bin/ferry" bench egress --backend "$b" --settings compute \
+    --steps 20 --trace "$out/traces/egress-$name.json"
+  for kind in transfer ingress egress; do
+    grep -E '^  ratio  ' "$out/logs/trace-$kind-$name.log" | sed "s/^  ratio/  $name ratio/" >>"$out/summary.txt"
+    t="$out/traces/$kind-$name.json"
+    [ -f "$t" ] || continue
+    python3 tools/trace/report.py "$t" >"${t%.json}.report.txt" 2>&1
+    gzip -f "$t"
+  done
 }
 
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } >"$out/summary.txt" 2>&1
@@ -127,9 +157,48 @@ for s in $steps; do
         fi
       done
       ;;
+    trace)
+      mkdir -p "$out/traces"
+      for b in cuda vulkan; do
+        traced_benches "$b" "$b"
+      done
+      ;;
+    vulkan-copies)
+      mkdir -p "$out/traces"
+      # name|settings: where ferry's upload and download queues are (family.index; compute
+      # stays on 0.0) and who runs their host<->device copies.
+      for variant in \
+          "engine-1.0-1.1|FERRY_VULKAN_COPIES=engine" \
+          "engine-2.0-2.1|FERRY_VULKAN_COPIES=engine FERRY_VULKAN_QUEUES=upload=2.0,download=2.1" \
+          "shader-2.0-2.1|FERRY_VULKAN_COPIES=shader FERRY_VULKAN_QUEUES=upload=2.0,download=2.1" \
+          "shader-up-2.0-engine-down-1.0|FERRY_VULKAN_COPIES=shader FERRY_VULKAN_QUEUES=upload=2.0,download=1.0" \
+          "engine-up-1.0-shader-down-2.0|FERRY_VULKAN_COPIES=shader FERRY_VULKAN_QUEUES=upload=1.0,download=2.0" \
+          "shader-g32-2.0-2.1|FERRY_VULKAN_COPIES=shader,groups=32 FERRY_VULKAN_QUEUES=upload=2.0,download=2.1" \
+          "shader-g528-2.0-2.1|FERRY_VULKAN_COPIES=shader,groups=528 FERRY_VULKAN_QUEUES=upload=2.0,download=2.1"; do
+        name=${variant%%|*}
+        step "copies-$name" env ${variant#*|} "$bin/ferry" bench transfer --backend vulkan \
+          --sizes 64K,16M,256M --min-time-ms 100
+        grep -E '^  ratio  ' "$out/logs/copies-$name.log" | sed "s/^  ratio/  $name ratio/" >>"$out/summary.txt"
+      done
+      traced_benches vulkan vulkan-shader FERRY_VULKAN_COPIES=shader \
+        FERRY_VULKAN_QUEUES=upload=2.0,download=2.1
+      ;;
+    conformance-copies)
+      step conformance-shader-copies env FERRY_BACKENDS=vulkan FERRY_REQUIRE=vulkan FERRY_VALIDATION=1 \
+        FERRY_VULKAN_COPIES=shader FERRY_VULKAN_QUEUES=upload=2.0,download=2.1 "$bin/ferry_conformance" \
+        --test-case='pinned round trips*,pageable round trips*,registered host memory*,ingress*,egress*,trace*,copies*,fill then copy*,device-to-device*'
+      ;;
+    sanitize-copies)
+      step sanitize-memcheck-copies env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \
+        compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 1 \
+        "$bin/ferry_conformance" --test-case='pinned round trips*,pageable round trips*,ingress*,egress*,trace*'
+      ;;
     *) echo "unknown step $s" >&2; failed=1 ;;
   esac
 done
+if [ -d "$out/traces" ]; then
+  tar czf "$out/traces.tar.gz" -C "$out" traces && rm -rf "$out/traces"
+fi
 if [ -d "$out/pipelines" ]; then
   tar czf "$out/bench-ingress.tar.gz" -C "$out/pipelines" . && rm -rf "$out/pipelines"
 fi
