@@ -1,12 +1,7 @@
 #include "vulkan/buffer.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <optional>
-#include <limits>
 #include <string>
 
 #include "vulkan/status.hpp"
@@ -94,16 +89,6 @@ Status VulkanBuffer::allocate_and_bind(const VkMemoryAllocateInfo& allocate_info
 Result<std::unique_ptr<VulkanBuffer>> VulkanBuffer::create(const DeviceContext& context,
                                                            std::uint64_t size, MemoryKind kind) {
   const VolkDeviceTable& vk = context.vk;
-  const HostMemorySource source = context.host_memory_source;
-  if (kind != MemoryKind::device &&
-      (source == HostMemorySource::import || source == HostMemorySource::import_hugepages)) {
-    return create_in_own_pages(context, size, kind, source == HostMemorySource::import_hugepages);
-  }
-  // driver-cached: uploads in the memory type readback buffers get.
-  const MemoryKind type_kind =
-      kind == MemoryKind::host_upload && source == HostMemorySource::driver_cached
-          ? MemoryKind::host_readback
-          : kind;
   const std::optional<std::uint64_t> rounded = detail::checked_round_up(size, kSizeGranularity);
   if (!rounded || *rounded > context.max_buffer_size) {
     return out_of_memory(size, kind,
@@ -116,8 +101,7 @@ Result<std::unique_ptr<VulkanBuffer>> VulkanBuffer::create(const DeviceContext& 
   VkMemoryRequirements requirements{};
   vk.vkGetBufferMemoryRequirements(context.device, buffer->buffer_, &requirements);
   const std::optional<std::uint32_t> type_index = choose_memory_type(
-      context.memory_types, requirements.memoryTypeBits & context.usable_memory_type_bits,
-      type_kind);
+      context.memory_types, requirements.memoryTypeBits & context.usable_memory_type_bits, kind);
   if (!type_index) {
     return Status(ErrorCode::unavailable, "the device has no memory type suitable for " +
                                               std::string(to_string(kind)) + " buffers");
@@ -221,44 +205,10 @@ Result<std::unique_ptr<VulkanBuffer>> VulkanBuffer::import_host(const DeviceCont
   return buffer;
 }
 
-Result<std::unique_ptr<VulkanBuffer>> VulkanBuffer::create_in_own_pages(
-    const DeviceContext& context, std::uint64_t size, MemoryKind kind, bool hugepages) {
-  constexpr std::uint64_t kHugePage = std::uint64_t{2} << 20;
-  const std::uint64_t alignment =
-      std::max({context.host_memory_import.pointer_alignment, kSizeGranularity,
-                hugepages ? kHugePage : std::uint64_t{4096}});
-  const std::optional<std::uint64_t> bytes = detail::checked_round_up(size, alignment);
-  const std::uint64_t slack = hugepages ? kHugePage : 0;  // to align the start
-  if (!bytes || *bytes > std::numeric_limits<std::uint64_t>::max() - slack) {
-    return out_of_memory(size, kind, "the size overflows when rounded to pages");
-  }
-  const std::uint64_t mapped_bytes = *bytes + slack;
-  void* base = mmap(nullptr, mapped_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                    -1, 0);
-  if (base == MAP_FAILED) {
-    return out_of_memory(size, kind, std::string("mmap failed: ") + std::strerror(errno));
-  }
-  const auto address = reinterpret_cast<std::uintptr_t>(base);
-  auto* data = reinterpret_cast<std::byte*>((address + alignment - 1) / alignment * alignment);
-  if (hugepages) (void)madvise(data, *bytes, MADV_HUGEPAGE);  // advice: may be ignored
-  // The import pins the pages: fault them in first, so that huge pages can back them.
-  std::memset(data, 0, *bytes);
-  Result<std::unique_ptr<VulkanBuffer>> imported = import_host(context, data, *bytes, kind);
-  if (!imported.ok()) {
-    munmap(base, mapped_bytes);
-    return imported.status().with_context("a " + std::string(to_string(kind)) +
-                                          " buffer in imported pages (FERRY_VULKAN_HOST_MEMORY)");
-  }
-  (*imported)->own_pages_ = base;
-  (*imported)->own_pages_bytes_ = mapped_bytes;
-  return imported;
-}
-
 VulkanBuffer::~VulkanBuffer() {
   // Freeing the memory unmaps it. Imported memory is released to its owner, never freed.
   if (buffer_ != VK_NULL_HANDLE) context_.vk.vkDestroyBuffer(context_.device, buffer_, nullptr);
   if (memory_ != VK_NULL_HANDLE) context_.vk.vkFreeMemory(context_.device, memory_, nullptr);
-  if (own_pages_ != nullptr) munmap(own_pages_, own_pages_bytes_);
 }
 
 }  // namespace ferry::vulkan

@@ -40,11 +40,6 @@ class VulkanBuffer final : public backend::BackendBuffer {
 
  private:
   explicit VulkanBuffer(const DeviceContext& context) : context_(context) {}
-  // A host buffer in pages of a mapping of its own, imported (HostMemorySource::import*).
-  static Result<std::unique_ptr<VulkanBuffer>> create_in_own_pages(const DeviceContext& context,
-                                                                   std::uint64_t size,
-                                                                   MemoryKind kind,
-                                                                   bool hugepages);
   // The VkBuffer of buffer_size bytes (size: what the caller asked for, for errors); `next`
   // extends its VkBufferCreateInfo.
   Status create_handle(std::uint64_t buffer_size, std::uint64_t size, MemoryKind kind,
@@ -57,9 +52,6 @@ class VulkanBuffer final : public backend::BackendBuffer {
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   std::byte* mapped_ = nullptr;
   std::uint64_t allocated_size_ = 0;
-  // The mapping create_in_own_pages made (unmapped after the memory is freed), or none.
-  void* own_pages_ = nullptr;
-  std::uint64_t own_pages_bytes_ = 0;
 };
 
 }  // namespace ferry::vulkan

@@ -114,7 +114,6 @@ struct DeviceContext {
   // Distinct queue families in use; buffers are shared CONCURRENTly across them when > 1.
   std::vector<std::uint32_t> queue_families;
   HostMemoryImport host_memory_import;
-  HostMemorySource host_memory_source = HostMemorySource::driver;  // FERRY_VULKAN_HOST_MEMORY
   // Timing submissions for traces (vulkan/timestamps.hpp): hostQueryReset is enabled; the
   // calibrated-timestamps call (KHR or EXT) or null.
   float timestamp_period = 0;

@@ -134,13 +134,6 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
                                 ? "vkGetCalibratedTimestampsKHR"
                                 : "vkGetCalibratedTimestampsEXT"));
   }
-  if (const char* spec = std::getenv("FERRY_VULKAN_HOST_MEMORY"); spec != nullptr && spec[0] != '\0') {
-    FERRY_ASSIGN_OR_RETURN(context_.host_memory_source, parse_host_memory_source(spec));
-    if (context_.host_memory_source >= HostMemorySource::import && !context_.host_memory_import.supported) {
-      return Status(ErrorCode::unavailable, "FERRY_VULKAN_HOST_MEMORY=" + std::string(spec) +
-                                                ": " + context_.host_memory_import.unsupported_reason);
-    }
-  }
   CopySettings copies;
   if (const char* spec = std::getenv("FERRY_VULKAN_COPIES"); spec != nullptr && spec[0] != '\0') {
     FERRY_ASSIGN_OR_RETURN(copies, parse_copy_settings(spec));

@@ -1,6 +1,5 @@
 #include "vulkan/memory_types.hpp"
 
-#include <string>
 #include <tuple>
 
 namespace ferry::vulkan {
@@ -41,16 +40,6 @@ std::optional<std::uint32_t> choose_memory_type(std::span<const MemoryTypeInfo> 
     if (!best || preference(types[i], kind) > preference(types[*best], kind)) best = i;
   }
   return best;
-}
-
-Result<HostMemorySource> parse_host_memory_source(std::string_view spec) {
-  if (spec == "driver") return HostMemorySource::driver;
-  if (spec == "driver-cached") return HostMemorySource::driver_cached;
-  if (spec == "import") return HostMemorySource::import;
-  if (spec == "import-hugepages") return HostMemorySource::import_hugepages;
-  return Status(ErrorCode::invalid_argument,
-                "FERRY_VULKAN_HOST_MEMORY: '" + std::string(spec) +
-                    "' is not driver, driver-cached, import or import-hugepages");
 }
 
 }  // namespace ferry::vulkan

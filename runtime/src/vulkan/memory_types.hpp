@@ -12,9 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <string_view>
 
-#include "ferry/status.hpp"
 #include "ferry/types.hpp"
 
 namespace ferry::vulkan {
@@ -30,15 +28,5 @@ struct MemoryTypeInfo {
 // allowed_type_bits: VkMemoryRequirements::memoryTypeBits (bit i allows types[i]).
 std::optional<std::uint32_t> choose_memory_type(std::span<const MemoryTypeInfo> types,
                                                 std::uint32_t allowed_type_bits, MemoryKind kind);
-
-// Where host_upload and host_readback buffers get their memory (FERRY_VULKAN_HOST_MEMORY, for
-// measurements): the driver's memory types (`driver`, the default), the driver's with uploads in
-// the cached type too (`driver-cached`), or pages of ferry's own mapping imported with
-// VK_EXT_external_memory_host (`import`; `import-hugepages`: 2 MiB-aligned and advised to be
-// transparent huge pages), so that the device's DMA sees other pages than the driver's.
-enum class HostMemorySource : std::uint8_t { driver, driver_cached, import, import_hugepages };
-
-// ErrorCode::invalid_argument naming the variable for anything but the four names.
-Result<HostMemorySource> parse_host_memory_source(std::string_view spec);
 
 }  // namespace ferry::vulkan
