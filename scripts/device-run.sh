@@ -19,6 +19,9 @@
 #   vulkan-copies  the Vulkan transfer bench (16M, 256M) under each way of placing and running
 #              its copies (FERRY_VULKAN_QUEUES, FERRY_VULKAN_COPIES), and the ingress and egress
 #              benches under the shader's, traced; ratio lines in the summary per variant
+#   vulkan-queues  the Vulkan ingress and compute-bound egress benches with queues placed
+#              elsewhere (FERRY_VULKAN_QUEUES) and with the copy shader
+#   trace-cost  the transfer bench (64K, 16M) twice without and twice with --trace per backend
 #   conformance-copies  the transfer and pipeline conformance cases on Vulkan with the copy
 #              shader on compute-family upload and download queues, validation on
 #   sanitize-copies  memcheck of the transfer, pipeline and trace cases on CUDA (a short sanitize)
@@ -63,12 +66,14 @@ traced_benches() {
     --min-time-ms 300 --trace "$out/traces/ingress-$name.json"
   step "trace-egress-$name" env "$@" "$bin/ferry" bench egress --backend "$b" --settings compute \
     --steps 20 --trace "$out/traces/egress-$name.json"
+  mkdir -p "$out/reports"
   for kind in transfer ingress egress; do
     grep -E '^  ratio  ' "$out/logs/trace-$kind-$name.log" | sed "s/^  ratio/  $name ratio/" >>"$out/summary.txt"
     t="$out/traces/$kind-$name.json"
     [ -f "$t" ] || continue
-    python3 tools/trace/report.py "$t" >"${t%.json}.report.txt" 2>&1
-    gzip -f "$t"
+    python3 tools/trace/report.py "$t" >"$out/reports/$kind-$name.txt" 2>&1
+    # The transfer traces are large (thousands of small submissions): their reports only.
+    if [ "$kind" = transfer ]; then rm -f "$t"; else gzip -f "$t"; fi
   done
 }
 
@@ -183,6 +188,35 @@ for s in $steps; do
       traced_benches vulkan vulkan-shader FERRY_VULKAN_COPIES=shader \
         FERRY_VULKAN_QUEUES=upload=2.0,download=2.1
       ;;
+    vulkan-queues)
+      # The compute-bound egress and the ingress with the Vulkan queues placed elsewhere: fills on
+      # the compute-only family 2, downloads from a family-2 queue, and the copy shader with 32
+      # workgroups (the best of vulkan-copies for both directions at once).
+      for variant in \
+          "default|FERRY_VULKAN_COPIES=engine" \
+          "compute-2.0|FERRY_VULKAN_QUEUES=compute=2.0" \
+          "download-2.1|FERRY_VULKAN_QUEUES=download=2.1" \
+          "shader-g32|FERRY_VULKAN_COPIES=shader,groups=32 FERRY_VULKAN_QUEUES=upload=2.0,download=2.1"; do
+        name=${variant%%|*}
+        for kind in ingress egress; do
+          args="--shapes 64x224x224x3 --min-time-ms 300"
+          [ $kind = egress ] && args="--settings compute --steps 20"
+          step "queues-$kind-$name" env ${variant#*|} "$bin/ferry" bench $kind --backend vulkan $args
+          grep -E '^  ratio  ' "$out/logs/queues-$kind-$name.log" | sed "s/^  ratio/  $name ratio/" >>"$out/summary.txt"
+        done
+      done
+      ;;
+    trace-cost)
+      # Tracing's cost on small transfers: the transfer bench twice without and twice with it.
+      for b in cuda vulkan; do
+        for round in 1 2; do
+          step "trace-cost-$b-off-$round" "$bin/ferry" bench transfer --backend "$b" --sizes 64K,16M \
+            --min-time-ms 200
+          step "trace-cost-$b-on-$round" "$bin/ferry" bench transfer --backend "$b" --sizes 64K,16M \
+            --min-time-ms 200 --trace /tmp/trace-cost.json
+        done
+      done
+      ;;
     conformance-copies)
       step conformance-shader-copies env FERRY_BACKENDS=vulkan FERRY_REQUIRE=vulkan FERRY_VALIDATION=1 \
         FERRY_VULKAN_COPIES=shader FERRY_VULKAN_QUEUES=upload=2.0,download=2.1 "$bin/ferry_conformance" \
@@ -196,6 +230,9 @@ for s in $steps; do
     *) echo "unknown step $s" >&2; failed=1 ;;
   esac
 done
+if [ -d "$out/reports" ]; then
+  tar czf "$out/reports.tar.gz" -C "$out" reports && rm -rf "$out/reports"
+fi
 if [ -d "$out/traces" ]; then
   tar czf "$out/traces.tar.gz" -C "$out" traces && rm -rf "$out/traces"
 fi
