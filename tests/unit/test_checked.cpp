@@ -16,6 +16,7 @@ using ferry::detail::checked_mul_add;
 using ferry::detail::checked_round_up;
 using ferry::detail::pieces_of;
 using ferry::detail::range_within;
+using ferry::detail::round_down;
 __extension__ using Wide = unsigned __int128;  // GCC and Clang: an independent truth
 
 constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
@@ -65,6 +66,8 @@ TEST_CASE("checked arithmetic agrees with 128-bit arithmetic, overflow included"
         CHECK(up.has_value() == (rounded <= kMax));
         if (up) CHECK(*up == rounded);
         CHECK(pieces_of(a, b) == (Wide{a} + b - 1) / b);
+        CHECK(round_down(a, b) == a - a % b);
+        CHECK(round_down(a, b) <= a);
       }
     }
   }

@@ -38,6 +38,11 @@ constexpr std::optional<std::uint64_t> checked_round_up(std::uint64_t value,
   return checked_add(value, alignment - remainder);
 }
 
+// `value` rounded down to a multiple of `alignment` (> 0).
+constexpr std::uint64_t round_down(std::uint64_t value, std::uint64_t alignment) noexcept {
+  return value / alignment * alignment;
+}
+
 // Whether [offset, offset + size) lies within [0, total), without computing offset + size.
 constexpr bool range_within(std::uint64_t offset, std::uint64_t size, std::uint64_t total) noexcept {
   return offset <= total && size <= total - offset;

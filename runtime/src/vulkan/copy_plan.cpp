@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <string>
 
+#include "core/checked.hpp"
+
 namespace ferry::vulkan {
+
+using detail::round_down;
+
 namespace {
 
 constexpr std::uint64_t kBlock = 16;
-
-std::uint64_t align_down(std::uint64_t value, std::uint64_t alignment) {
-  return value / alignment * alignment;
-}
 
 // Block granularity at least; Vulkan guarantees the offset alignment is a power of two.
 std::uint64_t window_alignment(const CopyLimits& limits) {
@@ -19,7 +20,7 @@ std::uint64_t window_alignment(const CopyLimits& limits) {
 
 // Under 2^31 bytes, so that block indices fit the shader's 32-bit push constants.
 std::uint64_t max_window(const CopyLimits& limits) {
-  return align_down(std::min<std::uint64_t>(limits.max_window_bytes, std::uint64_t{1} << 31),
+  return round_down(std::min<std::uint64_t>(limits.max_window_bytes, std::uint64_t{1} << 31),
                     window_alignment(limits));
 }
 
@@ -38,17 +39,17 @@ CopyPlan plan_shader_copy(std::uint64_t src_offset, std::uint64_t dst_offset, st
   if (!shader_can_copy(src_offset, dst_offset, size, limits)) return plan;
   const std::uint64_t alignment = window_alignment(limits);
   const std::uint64_t window_limit = max_window(limits);
-  const std::uint64_t bulk = align_down(size, kBlock);
+  const std::uint64_t bulk = round_down(size, kBlock);
   const std::uint64_t per_group = std::uint64_t{limits.workgroup_size} * limits.unroll;
   for (std::uint64_t done = 0; done < bulk;) {
     const std::uint64_t src = src_offset + done;
     const std::uint64_t dst = dst_offset + done;
     CopyDispatch dispatch;
-    dispatch.src_window_offset = align_down(src, alignment);
-    dispatch.dst_window_offset = align_down(dst, alignment);
+    dispatch.src_window_offset = round_down(src, alignment);
+    dispatch.dst_window_offset = round_down(dst, alignment);
     const std::uint64_t lead = std::max(src - dispatch.src_window_offset,
                                         dst - dispatch.dst_window_offset);  // < alignment
-    const std::uint64_t piece = std::min(bulk - done, align_down(window_limit - lead, kBlock));
+    const std::uint64_t piece = std::min(bulk - done, round_down(window_limit - lead, kBlock));
     dispatch.src_window_size = src - dispatch.src_window_offset + piece;
     dispatch.dst_window_size = dst - dispatch.dst_window_offset + piece;
     dispatch.src_first = static_cast<std::uint32_t>((src - dispatch.src_window_offset) / kBlock);

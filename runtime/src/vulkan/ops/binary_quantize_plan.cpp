@@ -3,15 +3,15 @@
 #include <algorithm>
 #include <string>
 
+#include "core/checked.hpp"
 #include "core/describe.hpp"
 #include "ferry/ops/binary_quantize.hpp"
 
 namespace ferry::vulkan {
-namespace {
 
-std::uint64_t align_down(std::uint64_t value, std::uint64_t alignment) {
-  return value / alignment * alignment;
-}
+using detail::round_down;
+
+namespace {
 
 std::uint32_t input_type_code(ElementType type) {
   switch (type) {
@@ -53,7 +53,7 @@ Result<std::vector<BinaryQuantizeDispatch>> plan_binary_quantize(
   const std::uint64_t alignment = std::max<std::uint64_t>(limits.offset_alignment, 16);
   // Whole words: the input window is rounded up to one.
   const std::uint64_t max_window =
-      align_down(std::min<std::uint64_t>(limits.max_window_bytes, std::uint64_t{1} << 31), 4);
+      round_down(std::min<std::uint64_t>(limits.max_window_bytes, std::uint64_t{1} << 31), 4);
   const std::uint32_t workgroup_size = std::max<std::uint32_t>(limits.workgroup_size, 1);
   const std::uint32_t max_groups = std::max<std::uint32_t>(limits.max_group_count, 1);
 
@@ -65,7 +65,7 @@ Result<std::vector<BinaryQuantizeDispatch>> plan_binary_quantize(
   std::uint64_t threshold_lead = 0;
   std::uint64_t threshold_window_size = 0;
   if (args.has_thresholds) {
-    threshold_window_offset = align_down(threshold_offset, alignment);
+    threshold_window_offset = round_down(threshold_offset, alignment);
     threshold_lead = threshold_offset - threshold_window_offset;
     threshold_window_size = threshold_lead + std::uint64_t{args.dims} * 4;
     if (threshold_window_size > max_window) {
@@ -81,8 +81,8 @@ Result<std::vector<BinaryQuantizeDispatch>> plan_binary_quantize(
     const std::uint64_t dst_start = codes_offset + std::uint64_t{first} * code_row_bytes;
     BinaryQuantizeDispatch dispatch;
     dispatch.first_row = first;
-    dispatch.src_window_offset = align_down(src_start, alignment);
-    dispatch.dst_window_offset = align_down(dst_start, alignment);
+    dispatch.src_window_offset = round_down(src_start, alignment);
+    dispatch.dst_window_offset = round_down(dst_start, alignment);
     dispatch.threshold_window_offset = threshold_window_offset;
     dispatch.threshold_window_size = threshold_window_size;
     const std::uint64_t src_lead = src_start - dispatch.src_window_offset;

@@ -2,12 +2,13 @@
 
 #include <algorithm>
 
-namespace ferry::vulkan {
-namespace {
+#include "core/checked.hpp"
 
-std::uint64_t align_down(std::uint64_t value, std::uint64_t alignment) {
-  return value / alignment * alignment;
-}
+namespace ferry::vulkan {
+
+using detail::round_down;
+
+namespace {
 
 std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
@@ -21,7 +22,7 @@ std::vector<FillDispatch> plan_fill(std::uint64_t offset, std::uint64_t size,
   // Word granularity at least; Vulkan guarantees the offset alignment is a power of two.
   const std::uint64_t alignment = std::max<std::uint64_t>(limits.offset_alignment, 4);
   const std::uint64_t max_window =
-      align_down(std::min<std::uint64_t>(limits.max_window_bytes, std::uint64_t{1} << 31),
+      round_down(std::min<std::uint64_t>(limits.max_window_bytes, std::uint64_t{1} << 31),
                  alignment);
   if (size == 0 || max_window == 0 || limits.workgroup_size == 0) return dispatches;
 
@@ -34,7 +35,7 @@ std::vector<FillDispatch> plan_fill(std::uint64_t offset, std::uint64_t size,
   const std::uint32_t word_pattern =
       shift == 0 ? pattern : (pattern << shift) | (pattern >> (32 - shift));
 
-  for (std::uint64_t window = align_down(offset, alignment); window < words_end;
+  for (std::uint64_t window = round_down(offset, alignment); window < words_end;
        window += max_window) {
     FillDispatch dispatch;
     dispatch.window_offset = window;

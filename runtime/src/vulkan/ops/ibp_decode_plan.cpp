@@ -3,19 +3,19 @@
 #include <algorithm>
 #include <string>
 
+#include "core/checked.hpp"
 #include "core/describe.hpp"
 
 namespace ferry::vulkan {
-namespace {
 
-std::uint64_t align_down(std::uint64_t value, std::uint64_t alignment) {
-  return value / alignment * alignment;
-}
+using detail::round_down;
+
+namespace {
 
 // The window of [offset, offset + size): from the offset rounded down to the alignment, to the
 // next whole word (inside the VkBuffer, whose size is a multiple of 16).
 IbpDecodeWindow window_of(std::uint64_t offset, std::uint64_t size, std::uint64_t alignment) {
-  const std::uint64_t start = align_down(offset, alignment);
+  const std::uint64_t start = round_down(offset, alignment);
   return {start, (offset - start + size + 3) / 4 * 4};
 }
 
@@ -50,7 +50,7 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
   }
   const std::uint64_t alignment = std::max<std::uint64_t>(limits.offset_alignment, 16);
   const std::uint64_t max_window =
-      align_down(std::min<std::uint64_t>(limits.max_window_bytes, std::uint64_t{1} << 31), 4);
+      round_down(std::min<std::uint64_t>(limits.max_window_bytes, std::uint64_t{1} << 31), 4);
   const std::uint32_t max_groups = std::max<std::uint32_t>(limits.max_group_count, 1);
 
   const IbpDecodeWindow stream = window_of(stream_offset, layout.stream_bytes, alignment);
@@ -114,9 +114,9 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
   const std::uint64_t total_output = args.output_bytes();
   for (std::uint64_t first = 0; first < args.item_count();) {
     const std::uint64_t out_start = output_offset + first * slot;
-    const std::uint64_t out_lead = out_start - align_down(out_start, alignment);
+    const std::uint64_t out_lead = out_start - round_down(out_start, alignment);
     const std::uint64_t index_start = indices_offset + first * 4;
-    const std::uint64_t index_lead = index_start - align_down(index_start, alignment);
+    const std::uint64_t index_lead = index_start - round_down(index_start, alignment);
     // As many whole items as both windows hold (at least one: a slot is at most 256 MiB).
     std::uint64_t items = args.item_count() - first;
     if (slot > 0) items = std::min(items, (max_window - out_lead - 3) / slot);

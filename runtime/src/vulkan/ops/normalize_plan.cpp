@@ -6,14 +6,14 @@
 #include <string>
 #include <system_error>
 
+#include "core/checked.hpp"
 #include "core/describe.hpp"
 
 namespace ferry::vulkan {
-namespace {
 
-std::uint64_t align_down(std::uint64_t value, std::uint64_t alignment) {
-  return value / alignment * alignment;
-}
+using detail::round_down;
+
+namespace {
 
 std::uint32_t output_type_code(ElementType type) {
   switch (type) {
@@ -88,8 +88,8 @@ Result<std::vector<NormalizeDispatch>> plan_normalize(const ops::NormalizeArgs& 
     const std::uint64_t dst_start = dst_offset + std::uint64_t{first} * image_output_bytes;
     NormalizeDispatch dispatch;
     dispatch.first_image = first;
-    dispatch.src_window_offset = align_down(src_start, alignment);
-    dispatch.dst_window_offset = align_down(dst_start, alignment);
+    dispatch.src_window_offset = round_down(src_start, alignment);
+    dispatch.dst_window_offset = round_down(dst_start, alignment);
     const std::uint64_t src_lead = src_start - dispatch.src_window_offset;
     const std::uint64_t dst_lead = dst_start - dispatch.dst_window_offset;
     if (src_lead + image_input_bytes > max_window || dst_lead + image_output_bytes > max_window) {
