@@ -19,6 +19,7 @@ struct CommandAccess {
   VkAccessFlags2 write_access = 0;
   std::vector<const VulkanBuffer*> read;
   std::vector<const VulkanBuffer*> written;
+  bool copy_by_shader = false;  // a CopyCommand the queue's copy shader runs
   // Whether a written buffer is host memory (a lease, a host buffer): only then must the
   // writes be made visible to the host at the end.
   bool writes_host_memory() const {
@@ -42,7 +43,8 @@ CommandAccess access_of(const backend::Command& command, const CopyShader* copy_
   backend::visit_command(
       command,
       [&](const backend::CopyCommand& copy) {
-        if (copy_shader != nullptr && copy_shader->takes(copy)) {
+        access.copy_by_shader = copy_shader != nullptr && copy_shader->takes(copy);
+        if (access.copy_by_shader) {
           add_shader_access(access);
         } else {
           access.stage = VK_PIPELINE_STAGE_2_COPY_BIT;
@@ -161,7 +163,7 @@ Status record_body(const DeviceContext& context, const OpPipelines& pipelines,
     FERRY_RETURN_IF_ERROR(backend::visit_command(
         commands[i],
         [&](const backend::CopyCommand& copy) {
-          if (copy_shader != nullptr && copy_shader->takes(copy)) {
+          if (accesses[i].copy_by_shader) {
             copy_shader->record(command_buffer, copy);
             return Status();
           }
