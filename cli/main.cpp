@@ -23,7 +23,7 @@ namespace {
 const Command* const kCommands[] = {&kInfoCommand,  &kSearchCommand, &kBenchTransfer,
                                     &kBenchIngress, &kBenchEgress,   &kBenchOp,
                                     &kBenchSearch, &kIbpEncodeCommand, &kIbpDecodeCommand,
-                                    &kIbpInspectCommand, &kBenchIbp};
+                                    &kIbpInspectCommand, &kBenchIbp, &kBenchMulti};
 
 std::string usage(const Command& command) {
   std::string line = "ferry " + std::string(command.name);
@@ -105,7 +105,7 @@ int run(const std::vector<std::string_view>& args) {
   }
   const bool bench = args[0] == "bench";
   if (bench && args.size() == 1)
-    return usage_error("'bench' needs a benchmark name: transfer, ingress, egress, op, search or ibp");
+    return usage_error("'bench' needs a benchmark name: transfer, ingress, egress, op, search, ibp or multi");
   if (bench && (args[1] == "--help" || args[1] == "-h")) {
     for (const Command* command : kCommands) {
       if (command->bench) std::cout << command_help(*command) << "\n";

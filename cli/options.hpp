@@ -152,6 +152,6 @@ struct Command {
 
 extern const Command kInfoCommand, kSearchCommand, kBenchTransfer, kBenchIngress, kBenchEgress,
     kBenchOp, kBenchSearch, kIbpEncodeCommand, kIbpDecodeCommand, kIbpInspectCommand,
-    kBenchIbp;
+    kBenchIbp, kBenchMulti;
 
 }  // namespace ferry::cli

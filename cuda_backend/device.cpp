@@ -92,7 +92,60 @@ CudaDevice::~CudaDevice() {
   for (cudaStream_t stream : streams_) {
     if (stream != nullptr) (void)cudaStreamDestroy(stream);
   }
+  if (peer_stream_ != nullptr) (void)cudaStreamDestroy(peer_stream_);
   (void)cudaGetLastError();
+}
+
+namespace {
+
+// Lets device `device` reach `peer`'s memory, once per pair for the process (peer access belongs
+// to the primary contexts, shared by every device opened over these GPUs). Where the GPUs cannot
+// (no NVLink or PCIe peer path), copies between them still work: the driver stages them.
+Status enable_peer_access(int device, int peer) {
+  static std::mutex mutex;
+  static std::vector<std::pair<int, int>> enabled;
+  std::lock_guard lock(mutex);
+  if (std::find(enabled.begin(), enabled.end(), std::pair(device, peer)) != enabled.end()) {
+    return Status();
+  }
+  int can_access = 0;
+  FERRY_CUDA_RETURN_IF_ERROR(cudaDeviceCanAccessPeer(&can_access, device, peer));
+  if (can_access != 0) {
+    const cudaError_t error = cudaDeviceEnablePeerAccess(peer, 0);
+    if (error == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();
+    } else {
+      FERRY_CUDA_RETURN_IF_ERROR(error);
+    }
+  }
+  enabled.emplace_back(device, peer);
+  return Status();
+}
+
+}  // namespace
+
+Result<bool> CudaDevice::copy_from_device(backend::BackendDevice& source,
+                                          backend::BackendBuffer& src, std::uint64_t src_offset,
+                                          backend::BackendBuffer& dst, std::uint64_t dst_offset,
+                                          std::uint64_t size) {
+  auto* const from = dynamic_cast<CudaDevice*>(&source);
+  auto* const src_buffer = dynamic_cast<CudaBuffer*>(&src);
+  auto* const dst_buffer = dynamic_cast<CudaBuffer*>(&dst);
+  if (from == nullptr || src_buffer == nullptr || dst_buffer == nullptr) return false;
+  std::lock_guard lock(peer_mutex_);
+  FERRY_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+  if (from->index_ != index_) FERRY_RETURN_IF_ERROR(enable_peer_access(index_, from->index_));
+  if (peer_stream_ == nullptr) {
+    FERRY_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&peer_stream_, cudaStreamNonBlocking));
+  }
+  // Unified addressing names every buffer of the process by its address: cudaMemcpyDefault
+  // finds a peer (or host, or same-GPU) copy from the two addresses.
+  FERRY_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst_buffer->data() + dst_offset,
+                                             src_buffer->data() + src_offset,
+                                             static_cast<std::size_t>(size), cudaMemcpyDefault,
+                                             peer_stream_));
+  FERRY_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(peer_stream_));
+  return true;
 }
 
 Status CudaDevice::enable_execution_timing(backend::ExecutionTimes* times) {

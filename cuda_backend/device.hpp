@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "core/backend.hpp"
 #include "op_kernels.hpp"
@@ -37,6 +38,12 @@ class CudaDevice final : public backend::BackendDevice {
     return op == ops::OpKind::ibp_decode;
   }
   Status submit(QueueKind queue, const backend::Submission& submission) override;
+  // From another CUDA device's buffer: one copy on a stream of this device, over NVLink or PCIe
+  // peer access where the two GPUs have it (enabled on first use), else staged by the driver;
+  // within one GPU (two ferry devices over it), a device copy.
+  Result<bool> copy_from_device(backend::BackendDevice& source, backend::BackendBuffer& src,
+                                std::uint64_t src_offset, backend::BackendBuffer& dst,
+                                std::uint64_t dst_offset, std::uint64_t size) override;
   // Timing events around each submission on every stream (stream_timer.hpp).
   Status enable_execution_timing(backend::ExecutionTimes* times) override;
   void report_execution_times() override;
@@ -52,6 +59,8 @@ class CudaDevice final : public backend::BackendDevice {
   const int index_;
   DeviceInfo info_;
   std::array<cudaStream_t, kQueueKindCount> streams_{};  // indexed by QueueKind
+  std::mutex peer_mutex_;            // guards peer_stream_, and copies from other devices
+  cudaStream_t peer_stream_ = nullptr;  // made on the first copy from another device
   std::array<StreamTimer, kQueueKindCount> timers_;      // inactive unless tracing
   unsigned max_blocks_ = 1;  // grid size cap for the backend's own copy kernel
   OpKernels kernels_;        // every op's kernel (op_kernels.hpp)

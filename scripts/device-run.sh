@@ -25,6 +25,8 @@
 #   conformance-copies  the transfer and pipeline conformance cases on Vulkan with the copy
 #              shader on compute-family upload and download queues, validation on
 #   sanitize-copies  memcheck of the transfer, pipeline and trace cases on CUDA (a short sanitize)
+#   multi      for several GPUs: the multi-device conformance cases under memcheck on CUDA, and
+#              ferry bench multi on cuda and vulkan (bench-multi-<backend>.txt)
 # Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt (with the benchmarks' "ratio"
 # lines), benchmark output beside them (few files: the device tool returns at most 8):
 # bench-<backend>.txt holds the transfer, ingress, egress and op tables, bench-<backend>.json the
@@ -100,6 +102,22 @@ for s in $steps; do
       step conformance-vulkan-coopmat env FERRY_BACKENDS=vulkan FERRY_REQUIRE=vulkan \
         FERRY_VALIDATION=1 FERRY_VULKAN_HAMMING_SCAN=coopmat \
         "$bin/ferry_conformance" --test-case='hamming*'
+      ;;
+    multi)
+      # Several GPUs of one host: the multi-device cases (ShardedIndex, copies between
+      # devices; they open every GPU of the backend) under memcheck on CUDA, and
+      # ferry bench multi on cuda and vulkan (FERRY_MULTI_ARGS added; Vulkan searches fewer
+      # rows: its scan is about 8x slower)
+      nvidia-smi topo -m >"$out/logs/topology.txt" 2>&1
+      step sanitize-multi env FERRY_BACKENDS=cpu,cuda FERRY_REQUIRE=cpu,cuda \
+        compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/ferry_conformance" \
+        --test-case='ShardedIndex*,peer copies*'
+      step bench-multi-cuda "$bin/ferry" bench multi --backend cuda ${FERRY_MULTI_ARGS:-}
+      cp "$out/logs/bench-multi-cuda.log" "$out/bench-multi-cuda.txt"
+      step bench-multi-vulkan "$bin/ferry" bench multi --backend vulkan --rows 25000000 \
+        ${FERRY_MULTI_ARGS:-}
+      cp "$out/logs/bench-multi-vulkan.log" "$out/bench-multi-vulkan.txt"
+      grep -h "ratio" "$out"/bench-multi-*.txt >>"$out/summary.txt"
       ;;
     soak)
       step soak env FERRY_REQUIRE=cpu,vulkan,cuda FERRY_SOAK_SECONDS="${FERRY_SOAK_SECONDS:-20}" \

@@ -193,6 +193,7 @@ class BinaryIndex {
   struct State;
 
  private:
+  friend class ShardedIndex;  // runs its shards' search steps itself
   explicit BinaryIndex(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };

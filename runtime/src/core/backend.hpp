@@ -203,6 +203,18 @@ class BackendDevice {
   // alive until that value is reached. A failed submission never stops the queue.
   virtual Status submit(QueueKind queue, const Submission& submission) = 0;
 
+  // Copies `size` bytes from `src` (a buffer of `source`, another open device, perhaps of another
+  // backend) at `src_offset` into this device's `dst` at `dst_offset` without staging through
+  // ferry's host memory, where the backend can (CUDA: between two CUDA devices), and returns
+  // true once dst holds them; false, having done nothing, where it cannot (core then stages the
+  // copy through host memory). Core has checked the ranges and that the two devices differ.
+  virtual Result<bool> copy_from_device(BackendDevice& source, BackendBuffer& src,
+                                        std::uint64_t src_offset, BackendBuffer& dst,
+                                        std::uint64_t dst_offset, std::uint64_t size) {
+    (void)source, (void)src, (void)src_offset, (void)dst, (void)dst_offset, (void)size;
+    return false;
+  }
+
   // Tracing is on: from now on report the device execution of every submission with an id to
   // `times` (which outlives the device), and tell it (cannot_time) which queues cannot be timed
   // and why. ErrorCode::unavailable where no queue can be (the trace has host tracks only).

@@ -15,9 +15,16 @@
 #include "ferry/ops/hamming_topk.hpp"
 #include "ferry/transfer.hpp"
 #include "index/host_vectors.hpp"
+#include "index/index_checks.hpp"
 #include "index/index_state.hpp"
 
 namespace ferry {
+
+using index::check_codes;
+using index::check_rows;
+using index::check_search;
+using index::out_of_host_memory;
+using index::validate_options;
 
 std::string_view to_string(IndexMetric metric) noexcept {
   switch (metric) {
@@ -57,10 +64,6 @@ Status no_index(const char* call) {
                 std::string(call) + ": no index (default-constructed or moved from)");
 }
 
-Status out_of_host_memory(const char* call) {
-  return Status(ErrorCode::out_of_memory, std::string(call) + ": out of host memory");
-}
-
 Status validate_memory(const char* call, const BinaryIndexMemory& memory, std::uint32_t dims) {
   if (memory.segment_bytes == 0) return invalid(call, "memory.segment_bytes must be > 0");
   // One row of any upload (float32 values are the largest) must fit a slab.
@@ -77,7 +80,9 @@ Status validate_memory(const char* call, const BinaryIndexMemory& memory, std::u
   return Status();
 }
 
-Status validate_options(const char* call, const BinaryIndexOptions& o) {
+}  // namespace
+
+Status index::validate_options(const char* call, const BinaryIndexOptions& o) {
   if (o.dims == 0 || o.dims > kBinaryIndexMaxDims) {
     return invalid(call, "dims " + std::to_string(o.dims) + " outside 1.." +
                              std::to_string(kBinaryIndexMaxDims) + " (hamming_topk's longest code)");
@@ -129,9 +134,13 @@ Status validate_options(const char* call, const BinaryIndexOptions& o) {
   return validate_memory(call, o.memory, o.dims);
 }
 
+Status index::out_of_host_memory(const char* call) {
+  return Status(ErrorCode::out_of_memory, std::string(call) + ": out of host memory");
+}
+
 // The bytes `rows` rows of the index's input take, or an error naming the mismatch.
-Status check_rows(const char* call, const char* what, const BinaryIndexOptions& o,
-                  std::size_t bytes, std::uint64_t rows) {
+Status index::check_rows(const char* call, const char* what, const BinaryIndexOptions& o,
+                         std::size_t bytes, std::uint64_t rows) {
   const std::optional<std::uint64_t> expected =
       detail::checked_mul(rows, std::uint64_t{o.dims} * element_size(o.input_type));
   if (!expected || *expected != bytes) {
@@ -145,8 +154,8 @@ Status check_rows(const char* call, const char* what, const BinaryIndexOptions& 
 
 // `rows` packed codes of the index: their size, and zeros in the padding bits past dims (which
 // hamming_topk counts like any other bit), or an error naming the argument and the row.
-Status check_codes(const char* call, const char* what, const BinaryIndexOptions& o,
-                   std::span<const std::byte> codes, std::uint64_t rows) {
+Status index::check_codes(const char* call, const char* what, const BinaryIndexOptions& o,
+                          std::span<const std::byte> codes, std::uint64_t rows) {
   const std::uint64_t row_bytes = binary_code_bytes(o.dims);
   const std::optional<std::uint64_t> expected = detail::checked_mul(rows, row_bytes);
   if (!expected || *expected != codes.size()) {
@@ -175,8 +184,9 @@ Status check_codes(const char* call, const char* what, const BinaryIndexOptions&
 }
 
 // The parameters of a search, or an error; `candidates` gets the Hamming list length.
-Status check_search(const char* call, const BinaryIndex::State& s, std::uint32_t queries_count,
-                    const SearchParams& params, std::uint32_t& candidates) {
+Status index::check_search(const char* call, const BinaryIndex::State& s,
+                           std::uint32_t queries_count, const SearchParams& params,
+                           std::uint32_t& candidates) {
   if (queries_count == 0) return invalid(call, "queries_count must be > 0");
   if (params.k == 0 || params.k > kHammingMaxK) {
     return invalid(call, "k " + std::to_string(params.k) + " outside 1.." +
@@ -202,6 +212,8 @@ Status check_search(const char* call, const BinaryIndex::State& s, std::uint32_t
   }
   return Status();
 }
+
+namespace {
 
 // A validated search, under the index's lock.
 Result<SearchResults> run_search(const char* call, BinaryIndex::State& s,

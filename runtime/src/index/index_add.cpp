@@ -71,16 +71,10 @@ Result<std::uint64_t> BinaryIndex::State::add(std::span<const std::byte> rows_in
   const bool need_mean = options.threshold == IndexThreshold::first_add_mean && thresholds.empty();
   const bool need_scale = options.keep == KeptVectors::int8 && scale == 0.0f;
   if (need_mean || need_scale) {
-    index::MeanAccumulator mean(options.dims);
-    double max_abs = 0.0;
-    std::vector<float> values(options.dims);
-    for (std::uint64_t r = 0; r < count; ++r) {
-      index::row_values(options, rows_in.data() + r * input_row_bytes(), values);
-      if (need_mean) mean.add(values);
-      if (need_scale) max_abs = index::max_abs_finite(values, max_abs);
-    }
-    if (need_mean) new_thresholds = mean.means();
-    if (need_scale) scale = index::int8_scale_for(max_abs);
+    index::FirstAddValues fixed =
+        index::first_add_values(options, rows_in, count, need_mean, need_scale);
+    if (need_mean) new_thresholds = std::move(fixed.thresholds);
+    if (need_scale) scale = fixed.int8_scale;
   }
 
   index::SubmittedWork submitted;
@@ -295,6 +289,38 @@ Status BinaryIndex::State::add_rows(std::span<const std::byte> rows_in, std::uin
   }
   while (!pending.empty()) FERRY_RETURN_IF_ERROR(finish_oldest(pending));
   return submitted.wait();
+}
+
+index::StateMark BinaryIndex::State::mark() const {
+  return {rows, codes.segments().size(), vectors.segments().size(), thresholds, int8_scale};
+}
+
+void BinaryIndex::State::restore(const index::StateMark& mark) {
+  // Rows past `rows` are never read, so dropping the segments made since is enough.
+  rows = mark.rows;
+  codes.truncate(mark.code_segments);
+  vectors.truncate(mark.vector_segments);
+  thresholds = mark.thresholds;
+  int8_scale = mark.int8_scale;
+}
+
+index::FirstAddValues index::first_add_values(const BinaryIndexOptions& options,
+                                              std::span<const std::byte> rows,
+                                              std::uint64_t count, bool need_mean,
+                                              bool need_scale) {
+  const std::uint64_t row_bytes = std::uint64_t{options.dims} * element_size(options.input_type);
+  MeanAccumulator mean(options.dims);
+  double max_abs = 0.0;
+  std::vector<float> values(options.dims);
+  for (std::uint64_t r = 0; r < count; ++r) {
+    row_values(options, rows.data() + r * row_bytes, values);
+    if (need_mean) mean.add(values);
+    if (need_scale) max_abs = max_abs_finite(values, max_abs);
+  }
+  FirstAddValues fixed;
+  if (need_mean) fixed.thresholds = mean.means();
+  if (need_scale) fixed.int8_scale = int8_scale_for(max_abs);
+  return fixed;
 }
 
 }  // namespace ferry

@@ -72,6 +72,20 @@ Result<std::vector<std::uint32_t>> download_words(const Queue& queue, const Stag
 
 }  // namespace
 
+std::uint64_t BinaryIndex::State::queries_per_block(std::uint32_t count, std::uint32_t candidates,
+                                                   std::uint32_t k) const {
+  // The float32 queries, and the lists of every part searched and every kept-vector segment.
+  const std::uint64_t chunk_rows =
+      std::max<std::uint64_t>(1, std::min(options.memory.staging_slab_bytes,
+                                          options.memory.segment_bytes) / code_bytes);
+  const std::uint64_t parts = search_parts(codes, rows, chunk_rows).size();
+  const std::uint64_t vector_segments = vectors.segments().size();
+  const std::uint64_t per_query = std::max<std::uint64_t>(
+      {std::uint64_t{options.dims} * 4, parts * candidates * 8,
+       vector_segments * (std::uint64_t{candidates} * 4 + std::uint64_t{k} * 8)});
+  return std::clamp<std::uint64_t>(options.memory.segment_bytes / per_query, 1, count);
+}
+
 Result<SearchResults> BinaryIndex::State::search(std::span<const std::byte> queries,
                                                  std::uint32_t count, const SearchParams& params,
                                                  QueryInput input) {
@@ -82,26 +96,20 @@ Result<SearchResults> BinaryIndex::State::search(std::span<const std::byte> quer
   out.ids.assign(std::uint64_t{count} * params.k, kBinaryIndexNoId);
   out.scores.assign(out.ids.size(), std::numeric_limits<float>::quiet_NaN());
 
-  // Queries per block: what keeps every per-query work buffer within segment_bytes (at least one
-  // query): the float32 queries, and the lists of every part searched.
-  const std::uint64_t chunk_rows =
-      std::max<std::uint64_t>(1, std::min(options.memory.staging_slab_bytes,
-                                          options.memory.segment_bytes) / code_bytes);
-  const std::uint64_t parts = search_parts(codes, rows, chunk_rows).size();
-  const std::uint64_t vector_segments = vectors.segments().size();
-  const std::uint64_t per_query = std::max<std::uint64_t>(
-      {std::uint64_t{options.dims} * 4, parts * candidates * 8,
-       vector_segments * (std::uint64_t{candidates} * 4 + std::uint64_t{params.k} * 8)});
-  const std::uint64_t block = std::clamp<std::uint64_t>(
-      options.memory.segment_bytes / per_query, 1, count);
-
+  const std::uint64_t block = queries_per_block(count, candidates, params.k);
   const std::uint64_t row_bytes = input == QueryInput::codes ? code_bytes : input_row_bytes();
   index::SubmittedWork submitted;
+  std::vector<std::vector<index::HammingHit>> hits;
+  std::vector<std::vector<index::ScoredHit>> best;
   for (std::uint64_t first = 0; first < count; first += block) {
     const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(block, count - first));
     const std::span<const std::byte> rows_in = queries.subspan(first * row_bytes, n * row_bytes);
-    Status status = search_block(rows_in, input, n, params, candidates, out,
-                                 static_cast<std::uint32_t>(first), submitted);
+    BufferRef rescore_queries{Buffer()};
+    Status status = hamming_block(rows_in, input, n, params, candidates, hits, rescore_queries,
+                                  submitted);
+    if (status.ok() && params.rescore) {
+      status = rescore_hits(n, params, hits, rescore_queries, best, submitted);
+    }
     if (!status.ok()) {
       submitted.settle();
       if (count > block) {
@@ -110,21 +118,36 @@ Result<SearchResults> BinaryIndex::State::search(std::span<const std::byte> quer
       }
       return status;
     }
+    for (std::uint32_t q = 0; q < n; ++q) {
+      const std::uint64_t at = (first + q) * params.k;
+      if (params.rescore) {
+        for (std::size_t i = 0; i < best[q].size(); ++i) {
+          out.ids[at + i] = best[q][i].id;
+          out.scores[at + i] = reported_score(best[q][i]);
+        }
+      } else {
+        for (std::size_t i = 0; i < hits[q].size(); ++i) {
+          out.ids[at + i] = hits[q][i].id;
+          out.scores[at + i] = static_cast<float>(hits[q][i].distance);
+        }
+      }
+    }
   }
   return out;
 }
 
-Status BinaryIndex::State::search_block(std::span<const std::byte> queries, QueryInput input,
-                                        std::uint32_t count, const SearchParams& params,
-                                        std::uint32_t candidates, SearchResults& out,
-                                        std::uint32_t out_first, index::SubmittedWork& submitted) {
+Status BinaryIndex::State::hamming_block(std::span<const std::byte> queries, QueryInput input,
+                                         std::uint32_t count, const SearchParams& params,
+                                         std::uint32_t candidates,
+                                         std::vector<std::vector<index::HammingHit>>& hits,
+                                         BufferRef& rescore_queries,
+                                         index::SubmittedWork& submitted) {
   const std::uint32_t dims = options.dims;
   FERRY_ASSIGN_OR_RETURN(BufferRef query_codes,
                          work.query_codes.at_least(device, std::uint64_t{count} * code_bytes,
                                                    "query codes"));
   CommandList commands;
   TimelinePoint uploaded;
-  BufferRef rescore_queries(Buffer{});
   if (input == QueryInput::codes) {
     // 1. The codes as they are.
     FERRY_ASSIGN_OR_RETURN(uploaded, ferry::upload(upload, upload_pool, queries, query_codes, 0));
@@ -188,15 +211,24 @@ Status BinaryIndex::State::search_block(std::span<const std::byte> queries, Quer
                         {code_bytes * 8, count, parts[p].rows, part_k[p]});
   };
 
+  // Device parts: one submission each (the first also quantizes the queries), so that the device
+  // scratch a part's search takes returns before later parts ask for theirs: a list of a large
+  // index's every part would hold more scratch than the device has.
   std::size_t p = 0;
-  for (; p < parts.size() && parts[p].segment->on_device(); ++p) {
-    FERRY_RETURN_IF_ERROR(search_part(commands, p, parts[p].segment->device,
-                                      parts[p].local_row * code_bytes));
-  }
+  TimelinePoint searched;
   SubmitSync sync;
   sync.wait.push_back(uploaded);
-  FERRY_ASSIGN_OR_RETURN(TimelinePoint searched, compute.submit(std::move(commands), sync));
-  submitted.note(QueueKind::compute, searched);
+  do {
+    if (p < parts.size() && parts[p].segment->on_device()) {
+      FERRY_RETURN_IF_ERROR(search_part(commands, p, parts[p].segment->device,
+                                        parts[p].local_row * code_bytes));
+      ++p;
+    }
+    FERRY_ASSIGN_OR_RETURN(searched, compute.submit(std::move(commands), sync));
+    submitted.note(QueueKind::compute, searched);
+    commands = CommandList();
+    sync.wait.clear();  // later submissions follow in queue order
+  } while (p < parts.size() && parts[p].segment->on_device());
 
   // Host parts, streamed: chunk i's upload waits for the search that last read its stream buffer
   // (chunk i - 2); its search waits for its upload.
@@ -235,7 +267,7 @@ Status BinaryIndex::State::search_block(std::span<const std::byte> queries, Quer
   FERRY_ASSIGN_OR_RETURN(std::vector<std::uint32_t> lists,
                          download_words(download, readback_pool, results, part_offset.back(),
                                         searched));
-  std::vector<std::vector<index::HammingHit>> hits(count);
+  hits.assign(count, {});
   std::vector<index::HammingList> query_lists(parts.size());
   for (std::uint32_t q = 0; q < count; ++q) {
     for (std::size_t part = 0; part < parts.size(); ++part) {
@@ -247,28 +279,32 @@ Status BinaryIndex::State::search_block(std::span<const std::byte> queries, Quer
     }
     hits[q] = index::merge_hamming(query_lists, candidates);
   }
-  if (params.rescore) {
-    return rescore_block(count, params, hits, rescore_queries, out, out_first, submitted);
-  }
-
-  for (std::uint32_t q = 0; q < count; ++q) {
-    const std::uint64_t at = std::uint64_t{out_first + q} * params.k;
-    for (std::size_t i = 0; i < hits[q].size(); ++i) {
-      out.ids[at + i] = hits[q][i].id;
-      out.scores[at + i] = static_cast<float>(hits[q][i].distance);
-    }
-  }
   return Status();
 }
 
-Status BinaryIndex::State::rescore_block(std::uint32_t count, const SearchParams& params,
-                                         const std::vector<std::vector<index::HammingHit>>& hits,
-                                         const BufferRef& queries_ref, SearchResults& out, std::uint32_t out_first,
-                                         index::SubmittedWork& submitted) {
-  const RescoreElement element =
-      options.keep == KeptVectors::int8 ? RescoreElement::int8 : RescoreElement::float32;
-  const RescoreMetric metric =
-      options.metric == IndexMetric::l2 ? RescoreMetric::l2 : RescoreMetric::inner_product;
+RescoreElement BinaryIndex::State::rescore_element() const {
+  return options.keep == KeptVectors::int8 ? RescoreElement::int8 : RescoreElement::float32;
+}
+
+RescoreMetric BinaryIndex::State::rescore_metric() const {
+  return options.metric == IndexMetric::l2 ? RescoreMetric::l2 : RescoreMetric::inner_product;
+}
+
+float BinaryIndex::State::reported_score(const index::ScoredHit& hit) const {
+  if (rescore_element() == RescoreElement::float32) return std::bit_cast<float>(hit.score_bits);
+  const double int8_unit = double{int8_scale} * double{int8_scale};
+  return static_cast<float>(static_cast<double>(static_cast<std::int32_t>(hit.score_bits)) /
+                            int8_unit);
+}
+
+Status BinaryIndex::State::rescore_hits(std::uint32_t count, const SearchParams& params,
+                                        const std::vector<std::vector<index::HammingHit>>& hits,
+                                        const BufferRef& queries_ref,
+                                        std::vector<std::vector<index::ScoredHit>>& best,
+                                        index::SubmittedWork& submitted) {
+  const RescoreElement element = rescore_element();
+  const RescoreMetric metric = rescore_metric();
+  best.assign(count, {});
 
   // Each kept-vector segment's candidates: per query, the local rows of its hits, padded to the
   // segment's widest list with kRescoreNoIndex (which rescore skips).
@@ -349,7 +385,6 @@ Status BinaryIndex::State::rescore_block(std::uint32_t count, const SearchParams
                          download_words(download, readback_pool, rescored, scored_bytes, done));
 
   std::vector<index::ScoredList> query_lists(parts.size());
-  const double int8_unit = double{int8_scale} * double{int8_scale};
   for (std::uint32_t q = 0; q < count; ++q) {
     for (std::size_t i = 0; i < parts.size(); ++i) {
       const Part& part = parts[i];
@@ -358,17 +393,7 @@ Status BinaryIndex::State::rescore_block(std::uint32_t count, const SearchParams
       query_lists[i] = {std::span(lists).subspan(at, part.k),
                         std::span(lists).subspan(indices_at, part.k), part.segment->first_row};
     }
-    const std::vector<index::ScoredHit> best =
-        index::merge_rescored(query_lists, params.k, element, metric);
-    const std::uint64_t at = std::uint64_t{out_first + q} * params.k;
-    for (std::size_t i = 0; i < best.size(); ++i) {
-      out.ids[at + i] = best[i].id;
-      out.scores[at + i] =
-          element == RescoreElement::float32
-              ? std::bit_cast<float>(best[i].score_bits)
-              : static_cast<float>(
-                    static_cast<double>(static_cast<std::int32_t>(best[i].score_bits)) / int8_unit);
-    }
+    best[q] = index::merge_rescored(query_lists, params.k, element, metric);
   }
   return Status();
 }

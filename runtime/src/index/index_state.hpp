@@ -57,6 +57,29 @@ namespace ferry {
 // What a search's query rows are: vectors to quantize, or codes as they are.
 enum class QueryInput : std::uint8_t { vectors, codes };
 
+namespace index {
+
+// What the first add fixes (first_add_mean thresholds, the int8 scale), computed from its rows on
+// the host exactly as ferry/binary_index.hpp defines it; `need_*` say which to compute.
+struct FirstAddValues {
+  std::vector<float> thresholds;
+  float int8_scale = 0.0f;
+};
+FirstAddValues first_add_values(const BinaryIndexOptions& options,
+                                std::span<const std::byte> rows, std::uint64_t count,
+                                bool need_mean, bool need_scale);
+
+// Where an index's state stood before a change, to put it back (ShardedIndex: a shard's add
+// undone when another shard's failed).
+struct StateMark {
+  std::uint64_t rows = 0;
+  std::size_t code_segments = 0, vector_segments = 0;
+  std::vector<float> thresholds;
+  float int8_scale = 0.0f;
+};
+
+}  // namespace index
+
 struct BinaryIndex::State {
   Device device;
   BinaryIndexOptions options;     // as placed (memory) and validated
@@ -96,6 +119,34 @@ struct BinaryIndex::State {
   std::uint64_t step_rows() const;
   // Copies the thresholds in use to the device (thresholds_buffer).
   Status upload_thresholds(std::span<const float> values);
+
+  // The steps of one block of a search, for search() and for ShardedIndex, which runs the first
+  // on every shard, merges, then runs the second on each shard's share of the candidates.
+  // Queries per block for `count` queries: what keeps every per-query work buffer within
+  // segment_bytes (at least one query).
+  std::uint64_t queries_per_block(std::uint32_t count, std::uint32_t candidates,
+                                  std::uint32_t k) const;
+  // 1-3: the queries uploaded (quantized), every part searched, and per query the best
+  // `candidates` hits (ids are this index's rows). `rescore_queries` gets the device buffer
+  // holding the queries as rescore reads them (vectors input only; valid until the next search).
+  Status hamming_block(std::span<const std::byte> queries, QueryInput input, std::uint32_t count,
+                       const SearchParams& params, std::uint32_t candidates,
+                       std::vector<std::vector<index::HammingHit>>& hits,
+                       BufferRef& rescore_queries, index::SubmittedWork& submitted);
+  // 4: the candidates `hits` (ids are this index's rows) rescored; per query the best k of them,
+  // best first, with rescore's raw scores.
+  Status rescore_hits(std::uint32_t count, const SearchParams& params,
+                      const std::vector<std::vector<index::HammingHit>>& hits,
+                      const BufferRef& rescore_queries,
+                      std::vector<std::vector<index::ScoredHit>>& best,
+                      index::SubmittedWork& submitted);
+  // The order rescore_hits' lists are in, and a raw score as search() reports it.
+  RescoreElement rescore_element() const;
+  RescoreMetric rescore_metric() const;
+  float reported_score(const index::ScoredHit& hit) const;
+
+  index::StateMark mark() const;
+  void restore(const index::StateMark& mark);
   // Puts rows [first, first + count) of `store`, whose places are reserved, in place as they are,
   // in steps of at most a staging slab: device segments through the upload pool, host segments
   // by a host copy. `next(bytes)` gives the next step's rows (in row order, `bytes` long), or an
@@ -107,13 +158,6 @@ struct BinaryIndex::State {
  private:
   Status add_rows(std::span<const std::byte> vectors, std::uint64_t first, std::uint64_t count,
                   float scale, index::SubmittedWork& submitted);
-  Status search_block(std::span<const std::byte> queries, QueryInput input, std::uint32_t count,
-                      const SearchParams& params, std::uint32_t candidates, SearchResults& out,
-                      std::uint32_t out_first, index::SubmittedWork& submitted);
-  Status rescore_block(std::uint32_t count, const SearchParams& params,
-                       const std::vector<std::vector<index::HammingHit>>& hits,
-                       const BufferRef& queries, SearchResults& out,
-                       std::uint32_t out_first, index::SubmittedWork& submitted);
 };
 
 }  // namespace ferry

@@ -1,0 +1,367 @@
+// `ferry bench multi`: several devices of one backend at once. Pinned uploads and downloads on
+// 1, 2, 4... devices together against the sum of each device alone (same run); copies between two
+// devices, direct against staged through host memory; a ShardedIndex search on 1, 2, 4...
+// devices against one device holding the same database, results checked identical.
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace ferry::cli {
+
+namespace {
+
+constexpr OptionSpec kOptions[] = {
+    {.name = "--devices", .kind = OptionKind::count, .metavar = "N",
+     .help = "devices of the backend to use (0: all it has; more than it has: its devices opened "
+             "again, to exercise the paths, not to measure)",
+     .fallback = "0", .max = 64},
+    {.name = "--bytes", .kind = OptionKind::size, .metavar = "SIZE",
+     .help = "bytes per copy, per device", .fallback = "256M", .quick = "4M"},
+    {.name = "--copies", .kind = OptionKind::count, .metavar = "N",
+     .help = "copies per device and direction in one timed run", .fallback = "16", .quick = "3",
+     .min = 1, .max = 100000},
+    {.name = "--rows", .kind = OptionKind::count, .metavar = "N",
+     .help = "database rows (256-bit codes) of the sharded search", .fallback = "200000000",
+     .quick = "30000", .min = 1},
+    {.name = "--queries", .kind = OptionKind::count, .metavar = "N",
+     .help = "queries per search (k = 10)", .fallback = "1000", .quick = "50", .min = 1,
+     .max = 100000},
+    {.name = "--min-time-ms", .kind = OptionKind::count, .metavar = "N",
+     .help = "least time per measurement", .fallback = "1000", .quick = "10"},
+};
+
+// 1, 2, 4, ... up to n, and n.
+std::vector<std::size_t> device_counts(std::size_t n) {
+  std::vector<std::size_t> counts;
+  for (std::size_t c = 1; c < n; c *= 2) counts.push_back(c);
+  counts.push_back(n);
+  return counts;
+}
+
+std::size_t numa_nodes() {
+  std::size_t nodes = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/devices/system/node", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("node", 0) == 0 && name.size() > 4 && std::isdigit(static_cast<unsigned char>(name[4]))) ++nodes;
+  }
+  return nodes;
+}
+
+// One device's copy set-up: a pinned host buffer each way and a device buffer each way.
+struct DeviceCopies {
+  Device device;
+  Buffer host_up, host_down, device_up, device_down;
+};
+
+enum class Direction { upload, download, both };
+
+// `copies` copies per device (each way for both) on every device of `set` at once, each device
+// driven by its own thread, all started together: the total bytes over the wall time.
+Result<double> copy_rate(const std::vector<DeviceCopies*>& set, Direction direction,
+                         std::uint64_t bytes, std::uint64_t copies) {
+  std::barrier start(static_cast<std::ptrdiff_t>(set.size() + 1));
+  std::vector<Status> results(set.size());
+  std::vector<std::thread> threads;
+  for (std::size_t d = 0; d < set.size(); ++d) {
+    threads.emplace_back([&, d] {
+      DeviceCopies& c = *set[d];
+      start.arrive_and_wait();
+      // Two copies in flight per queue, so that the engine never waits for the host.
+      TimelinePoint up[2], down[2];
+      for (std::uint64_t i = 0; i < copies && results[d].ok(); ++i) {
+        auto issue = [&](const Queue& queue, const Buffer& src, const Buffer& dst,
+                         TimelinePoint& slot) -> Status {
+          if (slot.timeline) FERRY_RETURN_IF_ERROR(slot.wait(kWaitTimeout));
+          CommandList commands;
+          FERRY_RETURN_IF_ERROR(commands.copy(src, 0, dst, 0, bytes));
+          FERRY_ASSIGN_OR_RETURN(slot, queue.submit(std::move(commands)));
+          return Status();
+        };
+        if (direction != Direction::download) {
+          results[d] = issue(c.device.queue(QueueKind::upload), c.host_up, c.device_up, up[i % 2]);
+        }
+        if (results[d].ok() && direction != Direction::upload) {
+          results[d] = issue(c.device.queue(QueueKind::download), c.device_down, c.host_down, down[i % 2]);
+        }
+      }
+      for (TimelinePoint* slot : {&up[0], &up[1], &down[0], &down[1]}) {
+        if (slot->timeline && results[d].ok()) results[d] = slot->wait(kWaitTimeout);
+      }
+    });
+  }
+  const auto begin = std::chrono::steady_clock::now();
+  start.arrive_and_wait();
+  for (std::thread& thread : threads) thread.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  for (const Status& status : results) FERRY_RETURN_IF_ERROR(status);
+  const double ways = direction == Direction::both ? 2.0 : 1.0;
+  return static_cast<double>(bytes) * static_cast<double>(copies) * ways *
+         static_cast<double>(set.size()) / seconds / 1e9;
+}
+
+Status transfer_table(Bench& bench, std::vector<DeviceCopies>& devices) {
+  const std::uint64_t bytes = bench.number("--bytes");
+  const std::uint64_t copies = bench.number("--copies");
+  Section& section = bench.report.add_section(
+      "Pinned copies on several devices at once against the sum of each device alone",
+      "transfers");
+  section.columns = {{"devices", "devices", Unit::count},
+                     {"direction", "direction"},
+                     {"together GB/s", "together_gbps", Unit::gbps},
+                     {"sum alone GB/s", "sum_alone_gbps", Unit::gbps},
+                     {"together/sum", "together_over_sum", Unit::ratio},
+                     {"per device GB/s", "per_device_gbps", Unit::gbps}};
+  const std::pair<Direction, const char*> directions[] = {
+      {Direction::upload, "H2D"}, {Direction::download, "D2H"}, {Direction::both, "both"}};
+  for (const auto& [direction, name] : directions) {
+    // Each device alone (the best of two runs), then every count of devices together.
+    std::vector<double> alone(devices.size(), 0.0);
+    if (direction == Direction::upload) {  // untimed: first copies map the host memory
+      std::vector<DeviceCopies*> all;
+      for (DeviceCopies& c : devices) all.push_back(&c);
+      FERRY_RETURN_IF_ERROR(copy_rate(all, Direction::both, bytes, 2).status());
+    }
+    for (std::size_t d = 0; d < devices.size(); ++d) {
+      FERRY_RETURN_IF_ERROR(bench.progress(std::string(name) + " on device " + std::to_string(d) + " alone"));
+      for (int run = 0; run < 2; ++run) {
+        FERRY_ASSIGN_OR_RETURN(double rate, copy_rate({&devices[d]}, direction, bytes, copies));
+        alone[d] = std::max(alone[d], rate);
+      }
+    }
+    for (const std::size_t n : device_counts(devices.size())) {
+      std::vector<DeviceCopies*> set;
+      double sum = 0.0;
+      for (std::size_t d = 0; d < n; ++d) {
+        set.push_back(&devices[d]);
+        sum += alone[d];
+      }
+      double together = 0.0;
+      FERRY_RETURN_IF_ERROR(bench.progress(std::string(name) + " on " + std::to_string(n) + " devices"));
+      for (int run = 0; run < 2; ++run) {
+        FERRY_ASSIGN_OR_RETURN(double rate, copy_rate(set, direction, bytes, copies));
+        together = std::max(together, rate);
+      }
+      section.add_row({std::uint64_t{n}, std::string(name), together, sum, together / sum,
+                       together / static_cast<double>(n)});
+      if (n == devices.size() && n > 1) {
+        bench.report.summary.emplace_back(
+            std::string("pinned ") + name + " on " + std::to_string(n) + " devices",
+            "together/sum alone " + ratio_text(together / sum) + " (" +
+                format_value(together, Unit::gbps) + " GB/s)");
+      }
+    }
+  }
+  section.notes.push_back(
+      "each device driven by its own host thread (two copies in flight per queue), all started "
+      "together; the best of two runs of " + std::to_string(copies) + " copies of " +
+      format_value(bytes, Unit::bytes) + " per device and direction; host threads are not pinned to "
+      "cores and host buffers not placed by NUMA node (this host has " +
+      std::to_string(numa_nodes()) + " NUMA node(s))");
+  bench.publish();
+  return Status();
+}
+
+Status peer_table(Bench& bench, std::vector<DeviceCopies>& devices) {
+  const std::uint64_t bytes = bench.number("--bytes");
+  Section& section = bench.report.add_section(
+      "Copies between two devices (copy_between_devices), device 0 to device 1", "peer");
+  section.columns = {{"path", "path"}, {"GB/s", "gbps", Unit::gbps},
+                     {"over host_staged", "over_host_staged", Unit::ratio}};
+  DeviceCopies& a = devices[0];
+  DeviceCopies& b = devices[1];
+  PeerCopyOptions staged;
+  staged.allow_direct = false;
+  FERRY_ASSIGN_OR_RETURN(staged.source_pool,
+                         reserved_pool(a.device, MemoryKind::host_readback, 8 * kMiB, 2));
+  FERRY_ASSIGN_OR_RETURN(staged.target_pool,
+                         reserved_pool(b.device, MemoryKind::host_upload, 8 * kMiB, 2));
+  const RepeatSettings settings{.warmup = 1, .min_reps = 3, .max_reps = 1000,
+                                .min_time = std::chrono::milliseconds(bench.number("--min-time-ms"))};
+  auto measure = [&](const PeerCopyOptions& options, PeerCopyPath& path) -> Result<double> {
+    FERRY_ASSIGN_OR_RETURN(Timing timing, time_each(settings, [&]() -> Status {
+      FERRY_ASSIGN_OR_RETURN(path, copy_between_devices(a.device.queue(QueueKind::download),
+                                                        a.device_up, 0,
+                                                        b.device.queue(QueueKind::upload),
+                                                        b.device_down, 0, bytes, options));
+      return Status();
+    }));
+    return static_cast<double>(bytes) / timing.median_seconds / 1e9;
+  };
+  PeerCopyPath staged_path{}, direct_path{};
+  FERRY_RETURN_IF_ERROR(bench.progress("copies between devices, staged through host memory"));
+  FERRY_ASSIGN_OR_RETURN(double staged_rate, measure(staged, staged_path));
+  FERRY_RETURN_IF_ERROR(bench.progress("copies between devices, direct"));
+  FERRY_ASSIGN_OR_RETURN(double direct_rate, measure(PeerCopyOptions{}, direct_path));
+  // The data arrived: device 1's buffer against device 0's.
+  FERRY_ASSIGN_OR_RETURN(Buffer check_a, a.device.create_buffer(bytes, MemoryKind::host_readback));
+  FERRY_ASSIGN_OR_RETURN(Buffer check_b, b.device.create_buffer(bytes, MemoryKind::host_readback));
+  FERRY_RETURN_IF_ERROR(copy_and_wait(a.device.queue(QueueKind::download), a.device_up, check_a, bytes));
+  FERRY_RETURN_IF_ERROR(copy_and_wait(b.device.queue(QueueKind::download), b.device_down, check_b, bytes));
+  FERRY_ASSIGN_OR_RETURN(auto got, check_b.host_span());
+  FERRY_ASSIGN_OR_RETURN(auto sent, check_a.host_span());
+  FERRY_RETURN_IF_ERROR(compare_bytes(got, sent, "the copy between devices"));
+  section.add_row({std::string(to_string(staged_path)), staged_rate, 1.0});
+  if (direct_path == PeerCopyPath::host_staged) {
+    section.add_row({std::string("host_staged, pools made per call"), direct_rate,
+                     direct_rate / staged_rate});
+    section.notes.push_back("no direct path between these devices on this backend");
+  } else {
+    section.add_row({std::string(to_string(direct_path)), direct_rate, direct_rate / staged_rate});
+  }
+  if (direct_path != PeerCopyPath::host_staged) bench.report.summary.emplace_back(
+      "copy between devices", std::string(to_string(direct_path)) + "/host_staged " +
+                                  ratio_text(direct_rate / staged_rate) + " (" +
+                                  format_value(direct_rate, Unit::gbps) + " GB/s)");
+  section.notes.push_back("median of copies of " + format_value(bytes, Unit::bytes) +
+                          ", each waited for; host_staged through 8 MiB chunks of two "
+                          "reserved pools; the target checked against the source");
+  bench.publish();
+  return Status();
+}
+
+Status search_table(Bench& bench, const std::vector<Device>& devices) {
+  const std::uint64_t rows = bench.number("--rows");
+  const auto queries = static_cast<std::uint32_t>(bench.number("--queries"));
+  constexpr std::uint32_t kBits = 256;
+  const std::uint64_t code_bytes = binary_code_bytes(kBits);
+  Section& section = bench.report.add_section(
+      "ShardedIndex search on several devices against one device holding every row", "sharded_search");
+  section.columns = {{"devices", "devices", Unit::count},
+                     {"rows per device", "rows_per_device", Unit::count},
+                     {"ms per search", "ms", Unit::ms},
+                     {"speed-up", "speedup", Unit::ratio},
+                     {"identical", "identical", Unit::flag}};
+  FERRY_RETURN_IF_ERROR(bench.progress("random codes"));
+  std::vector<std::byte> codes(rows * code_bytes);
+  fill_random(codes, 17);
+  std::vector<std::byte> query_codes(std::uint64_t{queries} * code_bytes);
+  fill_random(query_codes, 23);
+  // Every 7th query a database row: exact matches and ties at distance 0.
+  for (std::uint32_t q = 0; q < queries; q += 7) {
+    std::copy_n(codes.begin() + static_cast<std::ptrdiff_t>((q * 7919ull % rows) * code_bytes),
+                code_bytes, query_codes.begin() + static_cast<std::ptrdiff_t>(q * code_bytes));
+  }
+  ShardedIndexOptions options;
+  options.index.dims = kBits;
+  const SearchParams params{10, 1, false};
+  const RepeatSettings settings{.warmup = 1, .min_reps = 3, .max_reps = 1000,
+                                .min_time = std::chrono::milliseconds(bench.number("--min-time-ms"))};
+  SearchResults first;
+  double one_device_ms = kNaN;
+  for (const std::size_t n : device_counts(devices.size())) {
+    FERRY_RETURN_IF_ERROR(bench.progress("sharded index on " + std::to_string(n) + " devices"));
+    FERRY_ASSIGN_OR_RETURN(ShardedIndex index,
+                           ShardedIndex::create(std::span(devices).first(n), options));
+    // Added in steps, as an application streams a corpus in.
+    constexpr std::uint64_t kStep = 16'000'000;
+    for (std::uint64_t at = 0; at < rows; at += kStep) {
+      const std::uint64_t count = std::min(kStep, rows - at);
+      FERRY_RETURN_IF_ERROR(
+          index.add_codes(std::span(codes).subspan(at * code_bytes, count * code_bytes), count).status());
+    }
+    SearchResults results;
+    FERRY_ASSIGN_OR_RETURN(Timing timing, time_each(settings, [&]() -> Status {
+      FERRY_ASSIGN_OR_RETURN(results, index.search_codes(query_codes, queries, params));
+      return Status();
+    }));
+    const double ms = timing.median_seconds * 1e3;
+    bool identical = true;
+    if (n == 1) {
+      first = results;
+      one_device_ms = ms;
+    } else {
+      identical = results.ids == first.ids && results.scores == first.scores;
+    }
+    section.add_row({std::uint64_t{n}, rows / n, ms, one_device_ms / ms, identical});
+    if (!identical) {
+      return Status(ErrorCode::internal, "the search on " + std::to_string(n) +
+                                             " devices differs from the one on one device");
+    }
+    if (n == devices.size() && n > 1) {
+      bench.report.summary.emplace_back("sharded search on " + std::to_string(n) + " devices",
+                                        "speed-up over one device " + ratio_text(one_device_ms / ms));
+    }
+  }
+  section.notes.push_back(std::to_string(queries) + " query codes, k = 10, " +
+                          std::to_string(rows) + " random 256-bit codes added in steps of 16M rows "
+                          "(search_codes; the median over >= " +
+                          std::to_string(bench.number("--min-time-ms")) +
+                          " ms); the results of every device count compared with one device's");
+  bench.publish();
+  return Status();
+}
+
+Status measure(Bench& bench) {
+  const std::string backend(to_string(bench.device.backend()));
+  std::size_t listed = 1;
+  for (const BackendInfo& info : list_backends()) {
+    if (info.backend == bench.device.backend()) listed = info.devices.size();
+  }
+  const std::uint64_t wanted = bench.number("--devices");
+  // More than the backend has: its devices opened again, which exercises every path (the
+  // figures then share devices).
+  const std::size_t count = wanted == 0 ? listed : static_cast<std::size_t>(wanted);
+  std::vector<Device> devices = {bench.device};
+  for (std::size_t d = 1; d < count; ++d) {
+    const int index = static_cast<int>((static_cast<std::size_t>(bench.device_index()) + d) % listed);
+    FERRY_ASSIGN_OR_RETURN(Device device, Device::open(backend, index));
+    devices.push_back(device);
+  }
+  bench.report.add_method("several devices of one backend in one process",
+                          {{"devices", std::uint64_t{devices.size()}},
+                           {"bytes", bench.number("--bytes")},
+                           {"rows", bench.number("--rows")}});
+  bench.report.header.push_back({"devices", "device_count", std::uint64_t{devices.size()}, Unit::count});
+  bench.publish();
+
+  const std::uint64_t bytes = bench.number("--bytes");
+  std::vector<DeviceCopies> copies;
+  for (const Device& device : devices) {
+    DeviceCopies c{device, {}, {}, {}, {}};
+    FERRY_ASSIGN_OR_RETURN(c.host_up, device.create_buffer(bytes, MemoryKind::host_upload));
+    FERRY_ASSIGN_OR_RETURN(c.host_down, device.create_buffer(bytes, MemoryKind::host_readback));
+    FERRY_ASSIGN_OR_RETURN(c.device_up, device.create_buffer(bytes));
+    FERRY_ASSIGN_OR_RETURN(c.device_down, device.create_buffer(bytes));
+    FERRY_ASSIGN_OR_RETURN(auto host, c.host_up.host_span());
+    fill_random(host, 5 + copies.size());
+    copies.push_back(std::move(c));
+  }
+  FERRY_RETURN_IF_ERROR(transfer_table(bench, copies));
+  if (copies.size() > 1) FERRY_RETURN_IF_ERROR(peer_table(bench, copies));
+  copies.clear();
+  return search_table(bench, devices);
+}
+
+int run(const Options& options, const std::string& command_line) {
+  return run_bench(options, command_line, "ferry bench multi",
+                   {QueueKind::compute, QueueKind::upload, QueueKind::download}, false, measure);
+}
+
+}  // namespace
+
+const Command kBenchMulti = {
+    .name = "bench multi",
+    .summary = "Several devices of one backend at once: pinned copies together against each "
+               "device alone, copies between devices (direct against staged through host "
+               "memory), and a ShardedIndex search on 1, 2, 4... devices against one device.",
+    .about =
+        "Uses --devices devices of --backend (0: all), starting at --device. Pinned H2D, D2H\n"
+        "and both-direction copies of --bytes per device, each device driven by its own\n"
+        "thread: aggregate GB/s on 1, 2, 4... devices against the sum of each device alone\n"
+        "in the same run. copy_between_devices from device 0 to device 1: the direct path\n"
+        "(CUDA peer copies) against the host-staged one. A ShardedIndex of --rows random\n"
+        "256-bit codes searched (--queries, k = 10) on 1, 2, 4... devices, the results of\n"
+        "each compared with one device's (exit 1 when they differ).\n",
+    .options = kOptions,
+    .run = run,
+};
+
+}  // namespace ferry::cli
