@@ -69,7 +69,10 @@ std::vector<std::uint64_t> split_rows(const std::vector<std::uint64_t>& have,
 
 // Runs body(s) for each shard in `which`, every one but the first on a thread of its own (the
 // caller runs the first, and any whose thread cannot start), and returns the first failure in
-// shard order. A host allocation failing in a body is that shard's out_of_memory.
+// shard order. A host allocation failing in a body is that shard's out_of_memory. Threads of
+// its own rather than core's parallel_for: a body blocks on its device for the whole step, which
+// would hold the few host workers that every device's staging memcpy needs, and shards must all
+// run at once whatever their number (starting a thread costs microseconds; a step, milliseconds).
 Status on_shards(const std::vector<std::size_t>& which,
                  const std::function<Status(std::size_t)>& body) {
   std::vector<Status> results(which.size());
@@ -82,6 +85,8 @@ Status on_shards(const std::vector<std::size_t>& which,
   };
   std::vector<std::thread> threads;
   std::vector<std::size_t> inline_runs;
+  threads.reserve(which.size());  // no allocation (which could throw) once threads run
+  inline_runs.reserve(which.size());
   for (std::size_t i = 1; i < which.size(); ++i) {
     Result<std::thread> thread = detail::start_thread("a shard's step", [&run, i] { run(i); });
     if (thread.ok()) {
@@ -104,11 +109,8 @@ Status on_shards(const std::vector<std::size_t>& which,
 struct ShardedIndex::State {
   ShardedIndexOptions options;
   std::vector<BinaryIndex> shards;
-  std::vector<std::string> names;  // "cuda:0", per shard, for errors
 
   mutable std::mutex mutex;  // one call at a time; it also guards every shard
-  std::uint64_t rows = 0;
-  std::vector<std::uint64_t> shard_rows;
   // Per shard, where its rows sit among all rows: runs in order (one per add() it took part in).
   struct Run {
     std::uint64_t local_first = 0, global_first = 0;
@@ -117,16 +119,23 @@ struct ShardedIndex::State {
 
   BinaryIndex::State& shard(std::size_t s) const { return *ShardedIndex::state_of(shards[s]); }
 
+  std::uint64_t total_rows() const {
+    std::uint64_t rows = 0;
+    for (std::size_t s = 0; s < shards.size(); ++s) rows += shard(s).rows;
+    return rows;
+  }
+
   std::uint64_t global_id(std::size_t s, std::uint64_t local) const {
     const std::vector<Run>& r = runs[s];
     auto it = std::upper_bound(r.begin(), r.end(), local,
                                [](std::uint64_t row, const Run& run) { return row < run.local_first; });
-    --it;  // local < shard_rows[s], so some run starts at or before it
+    --it;  // local is one of the shard's rows, so some run starts at or before it
     return it->global_first + (local - it->local_first);
   }
 
   Status fail_on_shard(Status status, std::size_t s) const {
-    return status.with_context("shard " + std::to_string(s) + " (" + names[s] + ")");
+    return status.with_context("shard " + std::to_string(s) + " (" + device_name(shard(s).device) +
+                               ")");
   }
 
   Result<std::uint64_t> add_rows(std::span<const std::byte> data, std::uint64_t count,
@@ -140,7 +149,7 @@ BinaryIndex::State* ShardedIndex::state_of(const BinaryIndex& index) { return in
 
 Result<std::uint64_t> ShardedIndex::State::add_rows(std::span<const std::byte> data,
                                                     std::uint64_t count, QueryInput input) {
-  const std::uint64_t first = rows;
+  const std::uint64_t first = total_rows();
   if (!detail::checked_add(first, count)) {
     return Status(ErrorCode::invalid_argument, "the row count would pass 2^64");
   }
@@ -161,7 +170,9 @@ Result<std::uint64_t> ShardedIndex::State::add_rows(std::span<const std::byte> d
     fixed = index::first_add_values(o, data, count, need_mean, need_scale);
   }
 
-  const std::vector<std::uint64_t> parts = split_rows(shard_rows, options.weights, count);
+  std::vector<std::uint64_t> have(shards_count);
+  for (std::size_t s = 0; s < shards_count; ++s) have[s] = shard(s).rows;
+  const std::vector<std::uint64_t> parts = split_rows(have, options.weights, count);
   std::vector<std::uint64_t> offset(shards_count, 0);
   for (std::size_t s = 1; s < shards_count; ++s) offset[s] = offset[s - 1] + parts[s - 1];
   std::vector<index::StateMark> marks;
@@ -190,11 +201,8 @@ Result<std::uint64_t> ShardedIndex::State::add_rows(std::span<const std::byte> d
     return status;
   }
   for (std::size_t s = 0; s < shards_count; ++s) {
-    if (parts[s] == 0) continue;
-    runs[s].push_back({shard_rows[s], first + offset[s]});
-    shard_rows[s] += parts[s];
+    if (parts[s] > 0) runs[s].push_back({marks[s].rows, first + offset[s]});
   }
-  rows = first + count;
   return first;
 }
 
@@ -211,7 +219,7 @@ Result<SearchResults> ShardedIndex::State::search(std::span<const std::byte> que
   std::vector<std::size_t> active;  // shards with rows
   std::uint64_t block = count;
   for (std::size_t s = 0; s < shards.size(); ++s) {
-    if (shard_rows[s] == 0) continue;
+    if (shard(s).rows == 0) continue;
     active.push_back(s);
     block = std::min(block, shard(s).queries_per_block(count, candidates, params.k));
   }
@@ -365,9 +373,7 @@ Result<ShardedIndex> ShardedIndex::create(std::span<const Device> devices,
                                            " (" + device_name(devices[d]) + ")");
       }
       state->shards.push_back(std::move(shard).value());
-      state->names.push_back(device_name(devices[d]));
     }
-    state->shard_rows.assign(devices.size(), 0);
     state->runs.assign(devices.size(), {});
     return ShardedIndex(std::move(state));
   } catch (const std::bad_alloc&) {
@@ -375,23 +381,40 @@ Result<ShardedIndex> ShardedIndex::create(std::span<const Device> devices,
   }
 }
 
+namespace {
+
+// A validated add under the index's lock; codes only once the thresholds are known.
+Result<std::uint64_t> locked_add(const char* call, ShardedIndex::State& s,
+                                 std::span<const std::byte> data, std::uint64_t rows,
+                                 QueryInput input) {
+  std::lock_guard lock(s.mutex);
+  if (input == QueryInput::codes && s.shard(0).thresholds.empty()) {
+    return Status(ErrorCode::failed_precondition,
+                  std::string(call) + ": the index's threshold is first_add_mean and no add() "
+                                      "has fixed it yet (its float searches need it): add "
+                                      "vectors first, or make the index with threshold zero");
+  }
+  try {
+    Result<std::uint64_t> first = s.add_rows(data, rows, input);
+    if (!first.ok()) {
+      return first.status().with_context(std::string(call) + "(" + std::to_string(rows) +
+                                         " rows): nothing added");
+    }
+    return first;
+  } catch (const std::bad_alloc&) {
+    return index::out_of_host_memory(call);
+  }
+}
+
+}  // namespace
+
 Result<std::uint64_t> ShardedIndex::add(std::span<const std::byte> vectors, std::uint64_t rows) {
   static constexpr const char* kCall = "ShardedIndex::add";
   if (!state_) return no_index(kCall);
   if (rows == 0) return invalid(kCall, "rows must be > 0");
   FERRY_RETURN_IF_ERROR(
       index::check_rows(kCall, "vectors", state_->options.index, vectors.size(), rows));
-  std::lock_guard lock(state_->mutex);
-  try {
-    Result<std::uint64_t> first = state_->add_rows(vectors, rows, QueryInput::vectors);
-    if (!first.ok()) {
-      return first.status().with_context(std::string(kCall) + "(" + std::to_string(rows) +
-                                         " rows): nothing added");
-    }
-    return first;
-  } catch (const std::bad_alloc&) {
-    return index::out_of_host_memory(kCall);
-  }
+  return locked_add(kCall, *state_, vectors, rows, QueryInput::vectors);
 }
 
 Result<std::uint64_t> ShardedIndex::add(std::span<const float> vectors, std::uint64_t rows) {
@@ -415,23 +438,7 @@ Result<std::uint64_t> ShardedIndex::add_codes(std::span<const std::byte> codes,
                               "add vectors with add(), or make the index with keep none");
   }
   FERRY_RETURN_IF_ERROR(index::check_codes(kCall, "codes", o, codes, rows));
-  std::lock_guard lock(state_->mutex);
-  if (state_->shard(0).thresholds.empty()) {
-    return Status(ErrorCode::failed_precondition,
-                  std::string(kCall) + ": the index's threshold is first_add_mean and no add() "
-                                       "has fixed it yet (its float searches need it): add "
-                                       "vectors first, or make the index with threshold zero");
-  }
-  try {
-    Result<std::uint64_t> first = state_->add_rows(codes, rows, QueryInput::codes);
-    if (!first.ok()) {
-      return first.status().with_context(std::string(kCall) + "(" + std::to_string(rows) +
-                                         " rows): nothing added");
-    }
-    return first;
-  } catch (const std::bad_alloc&) {
-    return index::out_of_host_memory(kCall);
-  }
+  return locked_add(kCall, *state_, codes, rows, QueryInput::codes);
 }
 
 namespace {
@@ -453,7 +460,7 @@ Result<SearchResults> run_search(const char* call, const ShardedIndex::State* st
           ? index::check_codes(call, "query_codes", s.options.index, queries, count)
           : index::check_rows(call, "queries", s.options.index, queries.size(), count));
   std::lock_guard lock(s.mutex);
-  if (s.rows == 0) {
+  if (s.total_rows() == 0) {
     return Status(ErrorCode::failed_precondition, std::string(call) + ": the index is empty");
   }
   try {
@@ -502,7 +509,7 @@ Result<SearchResults> ShardedIndex::search_codes(std::span<const std::byte> quer
 std::uint64_t ShardedIndex::size() const {
   if (!state_) return 0;
   std::lock_guard lock(state_->mutex);
-  return state_->rows;
+  return state_->total_rows();
 }
 
 std::size_t ShardedIndex::shard_count() const { return state_ ? state_->shards.size() : 0; }

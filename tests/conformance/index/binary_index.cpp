@@ -46,16 +46,7 @@ void write_file(const fs::path& path, const std::vector<char>& bytes) {
 
 TEST_CASE("BinaryIndex: Hamming search over several adds matches the brute-force truth") {
   ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
-    const Case cases[] = {
-        {37, IndexMetric::inner_product, IndexThreshold::zero, KeptVectors::none,
-         ElementType::float32, {1, 130, 4}},
-        {64, IndexMetric::l2, IndexThreshold::first_add_mean, KeptVectors::none,
-         ElementType::float32, {97, 300}},
-        {200, IndexMetric::cosine, IndexThreshold::given, KeptVectors::none,
-         ElementType::float16, {250, 3, 61}},
-        {129, IndexMetric::cosine, IndexThreshold::first_add_mean, KeptVectors::none,
-         ElementType::bfloat16, {333}},
-    };
+    const std::vector<Case> cases = hamming_cases();
     for (const Case& c : cases) {
       INFO(describe(c));
       const BinaryIndexOptions o = options_for(c.dims, c.metric, c.threshold, c.keep, c.type, t.rng);

@@ -267,6 +267,21 @@ struct Case {
   std::vector<std::uint64_t> adds;  // rows per add()
 };
 
+// Cases of a Hamming search without kept vectors: every metric and threshold kind, 16-bit
+// inputs, one or several adds of awkward sizes.
+inline std::vector<Case> hamming_cases() {
+  return {
+      {37, IndexMetric::inner_product, IndexThreshold::zero, KeptVectors::none,
+       ElementType::float32, {1, 130, 4}},
+      {64, IndexMetric::l2, IndexThreshold::first_add_mean, KeptVectors::none,
+       ElementType::float32, {97, 300}},
+      {200, IndexMetric::cosine, IndexThreshold::given, KeptVectors::none, ElementType::float16,
+       {250, 3, 61}},
+      {129, IndexMetric::cosine, IndexThreshold::first_add_mean, KeptVectors::none,
+       ElementType::bfloat16, {333}},
+  };
+}
+
 inline std::string describe(const Case& c) {
   return "dims " + std::to_string(c.dims) + ", metric " + std::string(ferry::to_string(c.metric)) +
          ", threshold " + std::string(ferry::to_string(c.threshold)) + ", keep " +

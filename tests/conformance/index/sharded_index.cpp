@@ -58,16 +58,7 @@ TEST_CASE("ShardedIndex: Hamming search over several devices equals one index") 
   ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
     const std::vector<Device> devices = shard_devices(t);
     INFO(devices.size() << " shards");
-    const Case cases[] = {
-        {37, IndexMetric::inner_product, IndexThreshold::zero, KeptVectors::none,
-         ElementType::float32, {1, 130, 4}},
-        {64, IndexMetric::l2, IndexThreshold::first_add_mean, KeptVectors::none,
-         ElementType::float32, {97, 300}},
-        {200, IndexMetric::cosine, IndexThreshold::given, KeptVectors::none,
-         ElementType::float16, {250, 3, 61}},
-        {129, IndexMetric::cosine, IndexThreshold::first_add_mean, KeptVectors::none,
-         ElementType::bfloat16, {333}},
-    };
+    const std::vector<Case> cases = hamming_cases();
     for (std::size_t i = 0; i < std::size(cases); ++i) {
       const Case& c = cases[i];
       INFO(describe(c));
