@@ -33,6 +33,13 @@ constexpr OptionSpec kOptions[] = {
     {.name = "--queries", .kind = OptionKind::count, .metavar = "N",
      .help = "queries per search (k = 10)", .fallback = "1000", .quick = "50", .min = 1,
      .max = 100000},
+    {.name = "--fill-rows", .kind = OptionKind::count, .metavar = "N",
+     .help = "rows (256-bit codes) per device of the search at full size, which scales the "
+             "database with the devices (0: not run)",
+     .fallback = "0", .quick = "0", .max = 100'000'000'000},
+    {.name = "--fill-queries", .kind = OptionKind::count, .metavar = "N",
+     .help = "queries per search at full size (k = 10)", .fallback = "1000", .quick = "20",
+     .min = 1, .max = 100000},
     {.name = "--min-time-ms", .kind = OptionKind::count, .metavar = "N",
      .help = "least time per measurement", .fallback = "1000", .quick = "10"},
 };
@@ -163,8 +170,9 @@ Status transfer_table(Bench& bench, std::vector<DeviceCopies>& devices) {
   section.notes.push_back(
       "each device driven by its own host thread (two copies in flight per queue), all started "
       "together; the best of two runs of " + std::to_string(copies) + " copies of " +
-      format_value(bytes, Unit::bytes) + " per device and direction; host threads are not pinned to "
-      "cores and host buffers not placed by NUMA node (this host has " +
+      format_value(bytes, Unit::bytes) + " per device and direction; the threads are the bench's "
+      "own (not placed); host buffers are placed on each device's NUMA node where the host has "
+      "several (DeviceOptions::numa_placement; this host has " +
       std::to_string(numa_nodes()) + " NUMA node(s))");
   bench.publish();
   return Status();
@@ -307,6 +315,135 @@ Status search_table(Bench& bench, const std::vector<Device>& devices) {
   return Status();
 }
 
+// Per query, the best k of `copies` copies of a database whose own best k are `one` (ids of
+// copy c are those of the original plus c * rows): a row of copy c is among the best k only if
+// it is among the best k of its copy, so these lists hold every answer.
+SearchResults expected_over_copies(const SearchResults& one, std::uint64_t rows,
+                                   std::uint64_t copies) {
+  SearchResults out;
+  out.queries = one.queries;
+  out.k = one.k;
+  std::vector<std::pair<float, std::uint64_t>> merged;
+  for (std::uint32_t q = 0; q < one.queries; ++q) {
+    merged.clear();
+    for (std::uint32_t i = 0; i < one.k; ++i) {
+      const std::uint64_t id = one.ids[std::uint64_t{q} * one.k + i];
+      if (id == kBinaryIndexNoId) continue;
+      // Copies in id order: once k entries of a distance are in, later copies add none better.
+      for (std::uint64_t c = 0; c < std::min<std::uint64_t>(copies, one.k); ++c) {
+        merged.emplace_back(one.scores[std::uint64_t{q} * one.k + i], id + c * rows);
+      }
+    }
+    std::sort(merged.begin(), merged.end());
+    for (std::uint32_t i = 0; i < one.k; ++i) {
+      out.ids.push_back(i < merged.size() ? merged[i].second : kBinaryIndexNoId);
+      out.scores.push_back(i < merged.size() ? merged[i].first : kNaN);
+    }
+  }
+  return out;
+}
+
+// Search throughput with the database growing with the devices (each holds --fill-rows rows, as
+// many as fill it): rows x queries per second on n devices against one. One device cannot hold
+// the n-device database, so the results are checked against a truth built from one block: the
+// database is copies of a block of random codes, and the best k over copies follow from the
+// block's own best k (expected_over_copies).
+Status full_size_table(Bench& bench, const std::vector<Device>& devices) {
+  const std::uint64_t rows_per_device = bench.number("--fill-rows");
+  if (rows_per_device == 0) return Status();
+  const auto queries = static_cast<std::uint32_t>(bench.number("--fill-queries"));
+  constexpr std::uint32_t kBits = 256;
+  const std::uint64_t code_bytes = binary_code_bytes(kBits);
+  // The block: whole rows of it per device, at most 16M rows (512 MiB of host memory).
+  std::uint64_t block = std::min<std::uint64_t>(rows_per_device, 16'000'000);
+  const std::uint64_t blocks_per_device = rows_per_device / block;
+  Section& section = bench.report.add_section(
+      "ShardedIndex search at full size: each device holds --fill-rows rows, the database grows "
+      "with the devices", "full_size_search");
+  section.columns = {{"devices", "devices", Unit::count},
+                     {"rows", "rows", Unit::count},
+                     {"of device memory", "device_memory_share", Unit::percent},
+                     {"ms per search", "ms", Unit::ms},
+                     {"G rows x queries/s", "grow_queries_per_s", Unit::number},
+                     {"scaling", "scaling", Unit::ratio},
+                     {"correct", "correct", Unit::flag}};
+  bench.skipped = {"Skipped full-size search", "skipped_full_size", {},
+                   {{"rows per device", "rows", Unit::count}, {"reason", "reason"}}};
+  if (!bench.fits({rows_per_device}, blocks_per_device * block * code_bytes + (256 << 20),
+                  2 * block * code_bytes)) {
+    return bench.end_skipped(false);
+  }
+  FERRY_RETURN_IF_ERROR(bench.progress("full size: a block of " + std::to_string(block) + " random codes"));
+  std::vector<std::byte> codes(block * code_bytes);
+  fill_random(codes, 29);
+  std::vector<std::byte> query_codes(std::uint64_t{queries} * code_bytes);
+  fill_random(query_codes, 31);
+  for (std::uint32_t q = 0; q < queries; q += 7) {  // exact matches: ties at distance 0 in every copy
+    std::copy_n(codes.begin() + static_cast<std::ptrdiff_t>((q * 7919ull % block) * code_bytes),
+                code_bytes, query_codes.begin() + static_cast<std::ptrdiff_t>(q * code_bytes));
+  }
+  const SearchParams params{10, 1, false};
+  SearchResults one_block;
+  {
+    BinaryIndexOptions options;
+    options.dims = kBits;
+    FERRY_ASSIGN_OR_RETURN(BinaryIndex index, BinaryIndex::create(devices[0], options));
+    FERRY_RETURN_IF_ERROR(index.add_codes(codes, block).status());
+    FERRY_ASSIGN_OR_RETURN(one_block, index.search_codes(query_codes, queries, params));
+  }
+  const RepeatSettings settings{.warmup = 1, .min_reps = 2, .max_reps = 1000,
+                                .min_time = std::chrono::milliseconds(bench.number("--min-time-ms"))};
+  double one_device_rate = kNaN;
+  for (const std::size_t n : device_counts(devices.size())) {
+    const std::uint64_t copies = blocks_per_device * n;
+    const std::uint64_t rows = copies * block;
+    FERRY_RETURN_IF_ERROR(bench.progress("full size on " + std::to_string(n) + " devices: " +
+                                         std::to_string(rows) + " rows"));
+    ShardedIndexOptions options;
+    options.index.dims = kBits;
+    options.index.memory.code_budget_bytes = blocks_per_device * block * code_bytes;  // all resident
+    FERRY_ASSIGN_OR_RETURN(ShardedIndex index, ShardedIndex::create(std::span(devices).first(n), options));
+    for (std::uint64_t c = 0; c < copies; ++c) {
+      if (c % 64 == 0) {
+        FERRY_RETURN_IF_ERROR(bench.progress("  adding copy " + std::to_string(c) + " of " +
+                                             std::to_string(copies)));
+      }
+      FERRY_RETURN_IF_ERROR(index.add_codes(codes, block).status());
+    }
+    SearchResults results;
+    FERRY_ASSIGN_OR_RETURN(Timing timing, time_each(settings, [&]() -> Status {
+      FERRY_ASSIGN_OR_RETURN(results, index.search_codes(query_codes, queries, params));
+      return Status();
+    }));
+    const SearchResults expected = expected_over_copies(one_block, block, copies);
+    const bool correct = results.ids == expected.ids && results.scores == expected.scores;
+    const double rate = static_cast<double>(rows) * queries / timing.median_seconds / 1e9;
+    if (n == 1) one_device_rate = rate;
+    const double memory = static_cast<double>(devices[0].info().device_memory_bytes);
+    section.add_row({std::uint64_t{n}, rows,
+                     memory > 0 ? static_cast<double>(blocks_per_device * block * code_bytes) / memory : kNaN,
+                     timing.median_seconds * 1e3, rate, rate / one_device_rate, correct});
+    if (!correct) {
+      return Status(ErrorCode::internal, "the full-size search on " + std::to_string(n) +
+                                             " devices differs from the truth built from one block");
+    }
+    if (n == devices.size() && n > 1) {
+      bench.report.summary.emplace_back(
+          "full-size search on " + std::to_string(n) + " devices",
+          "throughput over one device " + ratio_text(rate / one_device_rate) + " (" +
+              std::to_string(rows) + " rows)");
+    }
+  }
+  section.notes.push_back(
+      std::to_string(queries) + " query codes, k = 10, search_codes; the database is " +
+      std::to_string(blocks_per_device) + " copies per device of a block of " +
+      std::to_string(block) + " random 256-bit codes, every row resident in device memory; "
+      "scaling = rows x queries per second over one device's; each result checked against the "
+      "block's own best k merged over the copies (ties by ascending id)");
+  bench.publish();
+  return Status();
+}
+
 Status measure(Bench& bench) {
   const std::string backend(to_string(bench.device.backend()));
   std::size_t listed = 1;
@@ -328,6 +465,21 @@ Status measure(Bench& bench) {
                            {"bytes", bench.number("--bytes")},
                            {"rows", bench.number("--rows")}});
   bench.report.header.push_back({"devices", "device_count", std::uint64_t{devices.size()}, Unit::count});
+  Section& where = bench.report.add_section("Where the devices sit on the host", "devices");
+  where.columns = {{"device", "index", Unit::count}, {"name", "name"}, {"PCI bus", "pci_bus_id"},
+                   {"NUMA node", "numa_node"}, {"peer devices", "peer_devices"},
+                   {"device group", "device_group_size", Unit::count}};
+  for (const Device& device : devices) {
+    const DeviceInfo& info = device.info();
+    std::string peers;
+    for (int peer : info.peer_devices) peers += (peers.empty() ? "" : ",") + std::to_string(peer);
+    where.add_row({std::uint64_t(info.index), info.name, info.pci_bus_id.empty() ? "-" : info.pci_bus_id,
+                   info.numa_node < 0 ? std::string("unknown") : std::to_string(info.numa_node),
+                   peers.empty() ? std::string("none") : peers,
+                   std::uint64_t{info.device_group_size}});
+  }
+  where.notes.push_back("peer devices: copied to directly, GPU to GPU (CUDA peer access); device "
+                        "group: Vulkan's, reported only (0: not Vulkan)");
   bench.publish();
 
   const std::uint64_t bytes = bench.number("--bytes");
@@ -345,7 +497,8 @@ Status measure(Bench& bench) {
   FERRY_RETURN_IF_ERROR(transfer_table(bench, copies));
   if (copies.size() > 1) FERRY_RETURN_IF_ERROR(peer_table(bench, copies));
   copies.clear();
-  return search_table(bench, devices);
+  FERRY_RETURN_IF_ERROR(search_table(bench, devices));
+  return full_size_table(bench, devices);
 }
 
 int run(const Options& options, const std::string& command_line) {

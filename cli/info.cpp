@@ -35,6 +35,16 @@ void add_device(Report& report, DeviceInfo info, bool available) {
       {"", "cpu_threads", std::uint64_t{info.cpu_threads}, Unit::count, true},
       {"device memory", "device_memory_bytes", info.device_memory_bytes, Unit::bytes},
       {"host-visible", "host_visible_memory_bytes", info.host_visible_memory_bytes, Unit::bytes}};
+  std::string peers;
+  for (int peer : info.peer_devices) peers += (peers.empty() ? "" : ", ") + std::to_string(peer);
+  device.fields.push_back({"PCI bus", "pci_bus_id", info.pci_bus_id.empty() ? "-" : info.pci_bus_id});
+  device.fields.push_back({"NUMA node", "numa_node",
+                           info.numa_node < 0 ? "unknown" : std::to_string(info.numa_node)});
+  device.fields.push_back({"peer devices", "peer_devices", peers.empty() ? "none" : peers});
+  if (info.backend == Backend::vulkan) {
+    device.fields.push_back({"device group", "device_group_size",
+                             std::uint64_t{info.device_group_size}, Unit::count});
+  }
   if (!open_error.empty())
     device.fields.push_back({"queues", "open_error", "unknown: " + open_error});
   Section& families = report.add_section(

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <memory>
 #include <string>
 #include <utility>
@@ -47,6 +48,12 @@ std::string why_no_device(cudaError_t error) {
   return "cudaGetDeviceCount failed: " + describe(error);
 }
 
+// sysfs names PCI devices in lower case; CUDA gives upper case ("0000:3B:00.0").
+std::string lower_case(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
 Result<DeviceInfo> describe_device(int index) {
   cudaDeviceProp properties{};
   FERRY_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&properties, index));
@@ -66,6 +73,16 @@ Result<DeviceInfo> describe_device(int index) {
   info.device_memory_bytes = properties.totalGlobalMem;
   // Pinned host memory comes from system RAM; its real limit is what the OS lets us lock.
   info.host_visible_memory_bytes = physical_memory_bytes();
+  char bus_id[32] = {};
+  FERRY_CUDA_RETURN_IF_ERROR(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, index));
+  info.pci_bus_id = lower_case(bus_id);
+  int count = 0;
+  FERRY_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  for (int other = 0; other < count; ++other) {
+    int can_access = 0;
+    if (other != index) FERRY_CUDA_RETURN_IF_ERROR(cudaDeviceCanAccessPeer(&can_access, index, other));
+    if (can_access != 0) info.peer_devices.push_back(other);
+  }
   // No queue families in CUDA; queues are filled in when the device is opened (three streams).
   for (int kind = 0; kind < kQueueKindCount; ++kind) {
     QueueAssignment assignment;

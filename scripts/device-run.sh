@@ -25,8 +25,12 @@
 #   conformance-copies  the transfer and pipeline conformance cases on Vulkan with the copy
 #              shader on compute-family upload and download queues, validation on
 #   sanitize-copies  memcheck of the transfer, pipeline and trace cases on CUDA (a short sanitize)
-#   multi      for several GPUs: the multi-device conformance cases under memcheck on CUDA, and
-#              ferry bench multi on cuda and vulkan (bench-multi-<backend>.txt)
+#   multi      for several GPUs: ferry info, the multi-device and placement conformance cases
+#              under memcheck on CUDA, and ferry bench multi on cuda (bench-multi-cuda.txt),
+#              with the full-size search filling FERRY_FILL percent (default 80) of each GPU
+#   multi-vulkan  ferry bench multi on vulkan, the same way (bench-multi-vulkan.txt)
+#   multi-trace  a short ferry bench multi on cuda with every device traced (FERRY_TRACE), to
+#              see the host-staged copy between devices (multi-trace.json.gz and its report)
 # Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt (with the benchmarks' "ratio"
 # lines), benchmark output beside them (few files: the device tool returns at most 8):
 # bench-<backend>.txt holds the transfer, ingress, egress and op tables, bench-<backend>.json the
@@ -44,6 +48,14 @@ for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -f "$icd" ] && export VK_DRIVER_FILES=$icd
+
+# Rows of 256-bit codes that fill FERRY_FILL percent (default 80) of the smallest GPU, in whole
+# blocks of 16M rows (bench multi's full-size search).
+fill_rows() {
+  local mib
+  mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | sort -n | head -n 1)
+  echo $(( mib * 1048576 / 100 * ${FERRY_FILL:-80} / 32 / 16000000 * 16000000 ))
+}
 
 failed=0
 step() {  # step NAME COMMAND...: runs it, logs to logs/NAME.log, one summary line
@@ -105,19 +117,30 @@ for s in $steps; do
       ;;
     multi)
       # Several GPUs of one host: the multi-device cases (ShardedIndex, copies between
-      # devices; they open every GPU of the backend) under memcheck on CUDA, and
-      # ferry bench multi on cuda and vulkan (FERRY_MULTI_ARGS added; Vulkan searches fewer
-      # rows: its scan is about 8x slower)
+      # devices, device placement; they open every GPU of the backend) under memcheck on CUDA,
+      # and ferry bench multi on cuda (FERRY_MULTI_ARGS added)
       nvidia-smi topo -m >"$out/logs/topology.txt" 2>&1
+      step info "$bin/ferry" info
       step sanitize-multi env FERRY_BACKENDS=cpu,cuda FERRY_REQUIRE=cpu,cuda \
         compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/ferry_conformance" \
-        --test-case='ShardedIndex*,peer copies*'
-      step bench-multi-cuda "$bin/ferry" bench multi --backend cuda ${FERRY_MULTI_ARGS:-}
-      cp "$out/logs/bench-multi-cuda.log" "$out/bench-multi-cuda.txt"
-      step bench-multi-vulkan "$bin/ferry" bench multi --backend vulkan --rows 25000000 \
+        --test-case='ShardedIndex*,peer copies*,device info*,host placement*'
+      step bench-multi-cuda "$bin/ferry" bench multi --backend cuda --fill-rows "$(fill_rows)" \
         ${FERRY_MULTI_ARGS:-}
+      cp "$out/logs/bench-multi-cuda.log" "$out/bench-multi-cuda.txt"
+      grep -h "ratio" "$out"/bench-multi-cuda.txt >>"$out/summary.txt"
+      ;;
+    multi-trace)
+      step multi-trace env FERRY_TRACE="$out/multi-trace.json" "$bin/ferry" bench multi \
+        --backend cuda --devices 2 --bytes 256M --copies 2 --rows 1000 --min-time-ms 200
+      python3 tools/trace/report.py "$out/multi-trace.json" >"$out/multi-trace-report.txt" 2>&1
+      gzip -f "$out/multi-trace.json"
+      ;;
+    multi-vulkan)
+      # Vulkan searches fewer rows and full-size queries: its scan is about 8x slower
+      step bench-multi-vulkan "$bin/ferry" bench multi --backend vulkan --rows 25000000 \
+        --fill-rows "$(fill_rows)" --fill-queries 100 ${FERRY_MULTI_ARGS:-}
       cp "$out/logs/bench-multi-vulkan.log" "$out/bench-multi-vulkan.txt"
-      grep -h "ratio" "$out"/bench-multi-*.txt >>"$out/summary.txt"
+      grep -h "ratio" "$out"/bench-multi-vulkan.txt >>"$out/summary.txt"
       ;;
     soak)
       step soak env FERRY_REQUIRE=cpu,vulkan,cuda FERRY_SOAK_SECONDS="${FERRY_SOAK_SECONDS:-20}" \

@@ -1,10 +1,22 @@
 // Device listing, opening, device info, close() and mixing objects of two devices.
+#include <sched.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <fstream>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <string>
 
 #include "device_io.hpp"
 #include "harness.hpp"
+#include "pipeline_data.hpp"
 #include "test_data.hpp"
+#include "ferry/egress.hpp"
+#include "ferry/ingress.hpp"
+#include "ferry/ops/normalize.hpp"
 
 using ferry::Backend;
 using ferry::Buffer;
@@ -119,6 +131,148 @@ TEST_CASE("device info: three queues assigned, memory reported") {
       REQUIRE_FALSE(backend.devices.empty());
       CHECK(backend.devices[0].name == info.name);
     }
+  });
+}
+
+namespace {
+
+// A PCI device's NUMA node as sysfs says, read here on its own (-1: unknown).
+int sysfs_numa_node(const std::string& bus_id) {
+  std::ifstream in("/sys/bus/pci/devices/" + bus_id + "/numa_node");
+  int node = -1;
+  if (!(in >> node) || node < 0) return -1;
+  return node;
+}
+
+// The CPUs the calling thread may run on.
+std::set<int> thread_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::set<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.insert(cpu);
+  }
+  return cpus;
+}
+
+}  // namespace
+
+TEST_CASE("device info: where each device sits on the host (PCI address, NUMA node, peers)") {
+  ferry_test::for_each_backend([](BackendUnderTest& t) {
+    const std::regex pci("[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]");
+    for (const ferry::BackendInfo& backend : ferry::list_backends()) {
+      if (backend.backend != t.backend) continue;
+      const int count = static_cast<int>(backend.devices.size());
+      for (const ferry::DeviceInfo& info : backend.devices) {
+        INFO(info.name << " (" << info.index << "): PCI '" << info.pci_bus_id << "', node "
+                       << info.numa_node);
+        if (t.backend == Backend::cuda) CHECK_FALSE(info.pci_bus_id.empty());  // CUDA always knows
+        if (info.is_cpu) CHECK(info.pci_bus_id.empty());
+        if (!info.pci_bus_id.empty()) {
+          CHECK(std::regex_match(info.pci_bus_id, pci));
+          CHECK(info.numa_node == sysfs_numa_node(info.pci_bus_id));
+        } else {
+          CHECK(info.numa_node == -1);
+        }
+        CHECK(std::is_sorted(info.peer_devices.begin(), info.peer_devices.end()));
+        for (int peer : info.peer_devices) {
+          CHECK(peer >= 0);
+          CHECK(peer < count);
+          CHECK(peer != info.index);
+        }
+        if (t.backend != Backend::cuda) CHECK(info.peer_devices.empty());
+        if (t.backend == Backend::vulkan) {
+          CHECK(info.device_group_size >= 1);
+        } else {
+          CHECK(info.device_group_size == 0);
+        }
+        MESSAGE(ferry::to_string(t.backend), ":", info.index, " ", info.name, ": PCI ",
+                info.pci_bus_id.empty() ? "-" : info.pci_bus_id, ", NUMA node ", info.numa_node,
+                ", ", info.peer_devices.size(), " peer(s), device group of ", info.device_group_size);
+      }
+      if (!backend.devices.empty()) {
+        CHECK(t.device.info().pci_bus_id == backend.devices[0].pci_bus_id);
+        CHECK(t.device.info().numa_node == backend.devices[0].numa_node);
+        CHECK(t.device.info().peer_devices == backend.devices[0].peer_devices);
+      }
+    }
+    // Two GPU backends on one machine see the same GPUs at the same addresses.
+    if (t.backend != Backend::vulkan) return;
+    std::set<std::string> cuda_gpus, vulkan_gpus;
+    for (const ferry::BackendInfo& backend : ferry::list_backends()) {
+      for (const ferry::DeviceInfo& info : backend.devices) {
+        if (info.pci_bus_id.empty()) continue;
+        if (backend.backend == Backend::cuda) cuda_gpus.insert(info.pci_bus_id);
+        if (backend.backend == Backend::vulkan) vulkan_gpus.insert(info.pci_bus_id);
+      }
+    }
+    if (!cuda_gpus.empty() && !vulkan_gpus.empty()) CHECK(cuda_gpus == vulkan_gpus);
+  });
+}
+
+TEST_CASE("host placement: a device's pipeline threads run on its host CPUs; callers keep theirs") {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
+    const std::set<int> mine = thread_cpus();
+    REQUIRE_FALSE(mine.empty());
+    // Where each of the device's own threads ran: the egress consumer's and the ingress source's.
+    auto run_pipelines = [&](const Device& device) {
+      std::mutex mutex;
+      std::set<std::set<int>> seen;
+      auto note = [&] {
+        std::lock_guard lock(mutex);
+        seen.insert(thread_cpus());
+      };
+      ferry::EgressOptions egress;
+      egress.workers = 2;
+      egress.pool = REQUIRE_VALUE(device.create_staging_pool(
+          ferry_test::small_pool(MemoryKind::host_readback, 64 << 10, 2)));
+      ferry::EgressPipeline out = REQUIRE_VALUE(ferry::EgressPipeline::create(
+          device, egress, [&](const ferry::EgressChunk&) {
+            note();
+            return ferry::Status();
+          }));
+      const Buffer output = REQUIRE_VALUE(device.create_buffer(3000));
+      for (int step = 0; step < 3; ++step) CHECK_OK(out.push(output, 0, 3000, {}));
+      CHECK_OK(out.close());
+
+      ferry::IngressOptions ingress;
+      ferry::NormalizeParams params = ferry_test::awkward_params(t.rng);
+      const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
+      ingress.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
+      const std::vector<std::byte> batch(shape.input_bytes, std::byte{7});
+      ferry::IngressPipeline in = REQUIRE_VALUE(ferry::IngressPipeline::create(
+          device, ingress, [&](std::uint64_t index) -> ferry::Result<std::optional<ferry::HostBatch>> {
+            note();
+            if (index >= 2) return std::optional<ferry::HostBatch>();
+            return std::optional<ferry::HostBatch>(ferry::HostBatch::pageable(batch));
+          }));
+      while (true) {
+        std::optional<ferry::IngressBatch> next = REQUIRE_VALUE(in.next(ferry_test::kLongWait));
+        if (!next) break;
+      }
+      CHECK(thread_cpus() == mine);  // pools and buffers were made without moving this thread
+      return seen;
+    };
+
+    // Without placement (one NUMA node, or the device's node unknown) they run where the process may.
+    if (t.device.info().numa_node < 0) {
+      CHECK(run_pipelines(t.device) == std::set<std::set<int>>{mine});
+    }
+    // On the CPUs asked for: one the process may use, and one it may not (left out).
+    const int chosen = *mine.rbegin();
+    ferry::DeviceOptions options = t.options;
+    options.host_cpus = {chosen, (1 << 20) - 1};
+    Device placed = REQUIRE_VALUE(Device::open(ferry::to_string(t.backend), 0, options));
+    t.extra_devices.push_back(placed);
+    CHECK(run_pipelines(placed) == std::set<std::set<int>>{{chosen}});
+    // Only CPUs it may not use: placement is dropped, nothing fails.
+    options.host_cpus = {(1 << 20) - 1};
+    Device nowhere = REQUIRE_VALUE(Device::open(ferry::to_string(t.backend), 0, options));
+    t.extra_devices.push_back(nowhere);
+    CHECK(run_pipelines(nowhere) == std::set<std::set<int>>{mine});
+    options.host_cpus = {0, -1};
+    CHECK_ERROR(Device::open(ferry::to_string(t.backend), 0, options), ErrorCode::invalid_argument);
   });
 }
 

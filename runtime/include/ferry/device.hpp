@@ -54,6 +54,19 @@ struct DeviceInfo {
   std::uint64_t host_visible_memory_bytes = 0;
   std::vector<QueueFamilyInfo> queue_families;  // empty where the backend has no such notion
   std::vector<QueueAssignment> queues;          // one entry per QueueKind, once opened or planned
+  // Where the device sits on the host: its PCI address ("0000:3b:00.0", lower case; empty where
+  // the backend cannot tell: the CPU reference, lavapipe, a Vulkan driver without
+  // VK_EXT_pci_bus_info) and the host's NUMA node it is attached to (sysfs; -1 when unknown).
+  std::string pci_bus_id;
+  int numa_node = -1;
+  // Devices of the same backend (their indices) this one reads and writes directly, GPU to GPU
+  // (CUDA peer access: NVLink or PCIe peer-to-peer): copy_between_devices is fastest between
+  // these. Empty where the backend has no such path (the CPU reference, Vulkan).
+  std::vector<int> peer_devices;
+  // Vulkan: the physical devices in this one's device group, itself included (1: a group of its
+  // own); 0 for other backends. ferry opens each physical device on its own: groups of several
+  // are reported, not used (copies between their devices stage through host memory).
+  std::uint32_t device_group_size = 0;
 };
 
 struct BackendInfo {
@@ -71,6 +84,9 @@ std::vector<BackendInfo> list_backends();
 std::vector<std::string_view> list_ops();
 
 enum class MessageSeverity : std::uint8_t { info, warning, error };
+
+// Whether ferry keeps a device's host-side work on the device's NUMA node (DeviceOptions).
+enum class NumaPlacement : std::uint8_t { automatic, off };
 
 struct DeviceOptions {
   // Enable the API's validation (Vulkan: Khronos validation layer with synchronization
@@ -92,6 +108,20 @@ struct DeviceOptions {
   // cannot be) and written when the last is closed or released. A write error is returned by
   // that Device::close, or sent to message_sink (else stderr) when the last handle goes.
   std::string trace_path;
+  // On a host of several NUMA nodes, automatic keeps the host side of this device's work on the
+  // node the device is attached to (DeviceInfo::numa_node): staging pools' and host buffers'
+  // pinned memory is allocated from a thread running on that node's CPUs (so its pages are the
+  // node's), and the threads ferry starts for the device (pipelines' producer and workers,
+  // ShardedIndex's per-shard steps) run there, so that several GPUs' transfers each use their
+  // own node's memory instead of crossing the link between sockets. Nothing changes on a host
+  // of one node, where the node is unknown, or where the process may not run on that node's
+  // CPUs. The environment variable FERRY_NUMA=off turns it off as well.
+  NumaPlacement numa_placement = NumaPlacement::automatic;
+  // The CPUs (as the OS numbers them) for this device's host-side work, instead of its node's:
+  // the same placement on any host (to keep ferry off the cores an application reserves, say).
+  // Empty: numa_placement decides. CPUs the process may not use are left out; if none is left,
+  // the work runs anywhere. Each must be 0 to 2^20 - 1.
+  std::vector<int> host_cpus;
 };
 
 // A handle to an open device; copies share the same device. The device stays alive while any

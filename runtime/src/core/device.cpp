@@ -1,9 +1,11 @@
 // Device and Buffer: opening backends, creating objects, draining, closing.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
 #include "core/drivers.hpp"
 #include "core/faults.hpp"
+#include "core/numa.hpp"
 #include "core/state.hpp"
 #include "ferry/buffer.hpp"
 #include "ferry/device.hpp"
@@ -130,6 +132,13 @@ Result<Device> Device::open(std::string_view backend_name, int index,
                       std::to_string(device_count) + " device(s)");
   }
 
+  for (std::size_t i = 0; i < options.host_cpus.size(); ++i) {
+    if (options.host_cpus[i] < 0 || options.host_cpus[i] >= (1 << 20)) {
+      return Status(ErrorCode::invalid_argument,
+                    "Device::open: DeviceOptions::host_cpus[" + std::to_string(i) + "] is " +
+                        std::to_string(options.host_cpus[i]) + ", outside 0..1048575");
+    }
+  }
   FERRY_RETURN_IF_ERROR(detail::apply_fault_environment());
   DeviceOptions effective = options;
   if (env_flag("FERRY_VALIDATION")) effective.validation = true;
@@ -137,6 +146,17 @@ Result<Device> Device::open(std::string_view backend_name, int index,
 
   auto core = std::make_shared<detail::DeviceCore>();
   core->info = impl->info();
+  core->info.numa_node = detail::pci_numa_node(core->info.pci_bus_id);
+  if (!options.host_cpus.empty()) {
+    core->host_cpus = options.host_cpus;
+    std::sort(core->host_cpus.begin(), core->host_cpus.end());
+    core->host_cpus.erase(std::unique(core->host_cpus.begin(), core->host_cpus.end()),
+                          core->host_cpus.end());
+  } else {
+    core->host_cpus = detail::placement_cpus(
+        env_text("FERRY_NUMA") == "off" ? NumaPlacement::off : options.numa_placement,
+        core->info.numa_node);
+  }
   core->impl = std::move(impl);
   if (const std::string trace_path = options.trace_path.empty() ? env_text("FERRY_TRACE")
                                                                 : options.trace_path;
@@ -200,8 +220,11 @@ Result<Buffer> Device::create_buffer(std::uint64_t size, MemoryKind kind) const 
     return Status(ErrorCode::invalid_argument, "Device::create_buffer: size must be > 0");
   }
   FERRY_RETURN_IF_ERROR(check_memory_kind(kind, kCall));
-  auto impl = detail::allocate_unless_injected(
-      "allocating a buffer", [&] { return core->impl->create_buffer(size, kind); });
+  auto impl = detail::allocate_unless_injected("allocating a buffer", [&] {
+    // Host memory's pages come from the node of the thread that allocates (and pins) them.
+    detail::ScopedCpuPlacement placed(kind == MemoryKind::device ? std::vector<int>{} : core->host_cpus);
+    return core->impl->create_buffer(size, kind);
+  });
   if (!impl.ok()) {
     Status status = impl.status();
     status.with_context("Device::create_buffer(" + detail::describe_bytes(size) + ", " +

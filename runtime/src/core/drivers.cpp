@@ -5,6 +5,8 @@
 #include <memory>
 #include <mutex>
 
+#include "core/numa.hpp"
+
 namespace ferry::detail {
 namespace {
 
@@ -24,7 +26,11 @@ Registry make_registry() {
 #endif
   registry.owned.push_back(backend::create_cpu_driver());
   registry.probes.reserve(registry.owned.size());
-  for (auto& driver : registry.owned) registry.probes.push_back(driver->probe());
+  for (auto& driver : registry.owned) {
+    registry.probes.push_back(driver->probe());
+    // The NUMA node from the PCI address, read in one place for every backend.
+    for (DeviceInfo& info : registry.probes.back().devices) info.numa_node = pci_numa_node(info.pci_bus_id);
+  }
   for (std::size_t i = 0; i < registry.owned.size(); ++i) {
     registry.entries.push_back({registry.owned[i].get(), &registry.probes[i]});
   }

@@ -89,11 +89,13 @@ Status copy_through_host(const Queue& source, const BufferRef& src, std::uint64_
       }
       if (dst_host != nullptr) {
         // The previous chunk's upload is not in flight here: host targets are written in place.
-        detail::parallel_memcpy(dst_host + dst.base + dst_offset + done, from, n, threads);
+        detail::parallel_memcpy(dst_host + dst.base + dst_offset + done, from, n, threads,
+                                target.state()->core->trace.get());
         return Status();
       }
       FERRY_ASSIGN_OR_RETURN(Lease staged, target_pool.acquire(n));
-      detail::parallel_memcpy(staged.data().data(), from, n, threads);
+      detail::parallel_memcpy(staged.data().data(), from, n, threads,
+                              target.state()->core->trace.get());
       CommandList commands;
       FERRY_RETURN_IF_ERROR(commands.copy(staged, 0, dst, dst_offset + done, n));
       FERRY_ASSIGN_OR_RETURN(uploaded, target.submit(std::move(commands)));

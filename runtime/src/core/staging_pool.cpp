@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/faults.hpp"
+#include "core/numa.hpp"
 #include "core/state.hpp"
 #include "ferry/device.hpp"
 #include "ferry/staging_pool.hpp"
@@ -89,6 +90,8 @@ static Result<Slab*> add_slab(PoolState& pool) {
     return Status(ErrorCode::resource_exhausted, "staging pool is at its slab limit");
   }
   auto buffer = allocate_unless_injected("allocating a staging-pool slab", [&] {
+    // Pinned pages come from the node of the thread that allocates them: the device's node.
+    ScopedCpuPlacement placed(pool.device->host_cpus);
     return pool.device->impl->create_buffer(pool.options.slab_bytes, pool.options.kind);
   });
   if (!buffer.ok()) {

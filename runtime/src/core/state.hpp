@@ -38,6 +38,9 @@ struct DeviceCore {
   // Declared next, so it is destroyed after everything else of the device but the trace.
   std::unique_ptr<backend::BackendDevice> impl;
   DeviceInfo info;
+  // The CPUs of the device's NUMA node where its host-side work is placed there
+  // (DeviceOptions::numa_placement); empty: no placement.
+  std::vector<int> host_cpus;
 
   // Guards all submission bookkeeping: timelines' promised/submitted/failed, every queue's
   // held-back and in-flight lists, `closing` and `closed`. Backend submit() runs under it.

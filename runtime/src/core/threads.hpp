@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "ferry/status.hpp"
 
@@ -15,6 +16,10 @@ namespace ferry::detail {
 // thread cannot be started (std::thread throws std::system_error; the fault plan's thread site
 // fails it on purpose).
 Result<std::thread> start_thread(std::string_view what, std::function<void()> body);
+// The same for a thread that works for one device: it runs on `cpus` (DeviceCore::host_cpus, the
+// device's NUMA node; empty: anywhere).
+Result<std::thread> start_thread(std::string_view what, std::function<void()> body,
+                                 std::vector<int> cpus);
 
 // The message of the exception being handled, for user code (a source, a consumer) that threw
 // on one of ferry's threads: the exception becomes an error value with this text.

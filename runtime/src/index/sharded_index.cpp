@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/checked.hpp"
+#include "core/state.hpp"
 #include "core/threads.hpp"
 #include "ferry/ops/binary_quantize.hpp"
 #include "index/index_checks.hpp"
@@ -67,13 +68,14 @@ std::vector<std::uint64_t> split_rows(const std::vector<std::uint64_t>& have,
   return part;
 }
 
-// Runs body(s) for each shard in `which`, every one but the first on a thread of its own (the
-// caller runs the first, and any whose thread cannot start), and returns the first failure in
-// shard order. A host allocation failing in a body is that shard's out_of_memory. Threads of
+// Runs body(s) for each shard in `which`, every one but the first on a thread of its own (on its
+// device's NUMA node, cpus_of(s); the caller runs the first, and any whose thread cannot start),
+// and returns the first failure in shard order. A host allocation failing in a body is that shard's out_of_memory. Threads of
 // its own rather than core's parallel_for: a body blocks on its device for the whole step, which
 // would hold the few host workers that every device's staging memcpy needs, and shards must all
 // run at once whatever their number (starting a thread costs microseconds; a step, milliseconds).
 Status on_shards(const std::vector<std::size_t>& which,
+                 const std::function<const std::vector<int>&(std::size_t)>& cpus_of,
                  const std::function<Status(std::size_t)>& body) {
   std::vector<Status> results(which.size());
   auto run = [&](std::size_t i) {
@@ -88,7 +90,8 @@ Status on_shards(const std::vector<std::size_t>& which,
   threads.reserve(which.size());  // no allocation (which could throw) once threads run
   inline_runs.reserve(which.size());
   for (std::size_t i = 1; i < which.size(); ++i) {
-    Result<std::thread> thread = detail::start_thread("a shard's step", [&run, i] { run(i); });
+    Result<std::thread> thread =
+        detail::start_thread("a shard's step", [&run, i] { run(i); }, cpus_of(which[i]));
     if (thread.ok()) {
       threads.push_back(std::move(thread).value());
     } else {
@@ -118,6 +121,14 @@ struct ShardedIndex::State {
   std::vector<std::vector<Run>> runs;
 
   BinaryIndex::State& shard(std::size_t s) const { return *ShardedIndex::state_of(shards[s]); }
+  // The CPUs of a shard's device's NUMA node (empty: no placement), for its steps' threads.
+  const std::vector<int>& shard_cpus(std::size_t s) const {
+    return shard(s).device.state()->core->host_cpus;
+  }
+  Status on_shards(const std::vector<std::size_t>& which,
+                   const std::function<Status(std::size_t)>& body) const {
+    return ferry::on_shards(which, [this](std::size_t s) -> const std::vector<int>& { return shard_cpus(s); }, body);
+  }
 
   std::uint64_t total_rows() const {
     std::uint64_t rows = 0;

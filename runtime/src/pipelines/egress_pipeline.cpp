@@ -13,6 +13,7 @@
 #include "core/checked.hpp"
 #include "core/deadline.hpp"
 #include "core/describe.hpp"
+#include "core/state.hpp"
 #include "core/threads.hpp"
 #include "core/trace.hpp"
 #include "ferry/egress.hpp"
@@ -280,7 +281,7 @@ Result<EgressPipeline> EgressPipeline::create(const Device& device, const Egress
   for (std::uint32_t i = 0; i < options.workers; ++i) {
     Result<std::thread> worker = detail::start_thread(
         "egress worker " + std::to_string(i + 1) + " of " + std::to_string(options.workers),
-        [state] { state->work(); });
+        [state] { state->work(); }, device.state()->core->host_cpus);
     if (!worker.ok()) {
       (void)state->shut_down(EgressClose::cancel, true);  // stops those already started
       return worker.status().with_context(kCall);

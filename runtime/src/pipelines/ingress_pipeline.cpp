@@ -13,6 +13,7 @@
 
 #include "core/deadline.hpp"
 #include "core/host_view.hpp"
+#include "core/state.hpp"
 #include "core/threads.hpp"
 #include "core/trace.hpp"
 #include "ferry/ingress.hpp"
@@ -420,7 +421,8 @@ Result<IngressPipeline> IngressPipeline::create(const Device& device,
   }
   FERRY_ASSIGN_OR_RETURN(state->producer,
                          detail::start_thread("the ingress pipeline's producer thread",
-                                              [state] { state->produce(); }));
+                                              [state] { state->produce(); },
+                                              device.state()->core->host_cpus));
   IngressPipeline pipeline;
   pipeline.state_ = std::move(state);
   return pipeline;

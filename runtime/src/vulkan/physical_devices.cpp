@@ -1,9 +1,11 @@
 #include "vulkan/physical_devices.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <span>
 
 #include "vulkan/status.hpp"
 
@@ -248,6 +250,25 @@ Status describe_compute_units(VkPhysicalDevice handle, PhysicalDevice& device) {
   return Status();
 }
 
+// The PCI address from VK_EXT_pci_bus_info, when the device has it (a software device has not),
+// written as sysfs names it, so that core finds the device's NUMA node.
+Status describe_pci_bus(VkPhysicalDevice handle, PhysicalDevice& device) {
+  FERRY_ASSIGN_OR_RETURN(const bool offered,
+                         has_device_extension(handle, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME));
+  if (!offered) return Status();
+  VkPhysicalDevicePCIBusInfoPropertiesEXT bus{};
+  bus.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT;
+  VkPhysicalDeviceProperties2 properties{};
+  properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties.pNext = &bus;
+  vkGetPhysicalDeviceProperties2(handle, &properties);
+  char text[32];
+  std::snprintf(text, sizeof text, "%04x:%02x:%02x.%x", bus.pciDomain, bus.pciBus, bus.pciDevice,
+                bus.pciFunction);
+  device.info.pci_bus_id = text;
+  return Status();
+}
+
 void describe_memory(VkPhysicalDevice handle, PhysicalDevice& device) {
   VkPhysicalDeviceMemoryProperties memory{};
   vkGetPhysicalDeviceMemoryProperties(handle, &memory);
@@ -428,9 +449,33 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
     device.cooperative_matrix.requested = value == "coopmat";
   }
   FERRY_RETURN_IF_ERROR(describe_compute_units(handle, device));
+  FERRY_RETURN_IF_ERROR(describe_pci_bus(handle, device));
   describe_subgroups(handle, features13, device.subgroups);
   device.info.queues.assign(device.queue_plan.queues.begin(), device.queue_plan.queues.end());
   return std::string();
+}
+
+// How many physical devices share each usable device's group (reported; ferry does not use
+// groups of several: each device is opened on its own).
+Status describe_device_groups(VkInstance instance, PhysicalDeviceList& list) {
+  std::uint32_t count = 0;
+  FERRY_VK_RETURN_IF_ERROR(vkEnumeratePhysicalDeviceGroups(instance, &count, nullptr));
+  std::vector<VkPhysicalDeviceGroupProperties> groups(count);
+  for (VkPhysicalDeviceGroupProperties& group : groups) {
+    group.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_GROUP_PROPERTIES;
+  }
+  FERRY_VK_RETURN_IF_ERROR(vkEnumeratePhysicalDeviceGroups(instance, &count, groups.data()));
+  groups.resize(count);
+  for (PhysicalDevice& device : list.usable) {
+    device.info.device_group_size = 1;
+    for (const VkPhysicalDeviceGroupProperties& group : groups) {
+      const auto members = std::span(group.physicalDevices).first(group.physicalDeviceCount);
+      if (std::find(members.begin(), members.end(), device.handle) != members.end()) {
+        device.info.device_group_size = group.physicalDeviceCount;
+      }
+    }
+  }
+  return Status();
 }
 
 }  // namespace
@@ -453,6 +498,7 @@ Result<PhysicalDeviceList> list_physical_devices(VkInstance instance) {
     }
     list.usable.push_back(std::move(device));
   }
+  FERRY_RETURN_IF_ERROR(describe_device_groups(instance, list));
   std::stable_sort(list.usable.begin(), list.usable.end(),
                    [](const PhysicalDevice& a, const PhysicalDevice& b) {
                      return type_rank(a.type) < type_rank(b.type);
