@@ -14,6 +14,11 @@
 // with vulkan, a GPU with cpu): the ops are bit-exact on every backend. A device may appear more
 // than once (two shards on one GPU).
 //
+// save() writes exactly the file (docs/SEARCH.md, "File format") that one BinaryIndex holding
+// every row would write, rows in global order: a ShardedIndex's file loads as a BinaryIndex and a
+// BinaryIndex's as a ShardedIndex, on any number of devices. load() places the rows as one add()
+// of all of them on an empty index would: shard s gets a contiguous run of rows by the weights.
+//
 // Placement never changes results; it decides speed: a shard's search takes as long as its rows,
 // so weights should follow the devices' search speed. Host merging costs O(queries * k * shards).
 //
@@ -24,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <vector>
@@ -49,6 +55,15 @@ class ShardedIndex {
   // and value, or the device whose shard could not be made.
   static Result<ShardedIndex> create(std::span<const Device> devices,
                                      const ShardedIndexOptions& options);
+  // Reads an index file saved by save() or BinaryIndex::save() onto `devices`, one shard each,
+  // every shard placed by `memory`; the rows are split by `weights` (as create()'s
+  // ShardedIndexOptions::weights; empty: equal shares) as one add() of all of them would split
+  // them. The devices and weights are checked as create() checks them, the file as
+  // BinaryIndex::load checks it (errors name the file). On any error nothing is loaded.
+  static Result<ShardedIndex> load(std::span<const Device> devices,
+                                   const std::filesystem::path& path,
+                                   const BinaryIndexMemory& memory = {},
+                                   std::vector<std::uint32_t> weights = {});
 
   ShardedIndex();
   ShardedIndex(ShardedIndex&&) noexcept;
@@ -66,6 +81,10 @@ class ShardedIndex {
                                const SearchParams& params) const;
   Result<SearchResults> search_codes(std::span<const std::byte> query_codes,
                                      std::uint32_t queries, const SearchParams& params) const;
+
+  // Writes the index to `path` atomically, in BinaryIndex's file format, as one BinaryIndex of
+  // every row would (the same bytes).
+  Status save(const std::filesystem::path& path) const;
 
   std::uint64_t size() const;  // rows added, over all shards
   std::size_t shard_count() const;

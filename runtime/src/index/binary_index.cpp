@@ -4,7 +4,6 @@
 #include "ferry/binary_index.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <new>
 #include <string>
@@ -265,50 +264,12 @@ Result<BinaryIndex> BinaryIndex::load(const Device& device, const std::filesyste
   if (!device) return Status(ErrorCode::released, call + ": no device");
   try {
     index::FileReader reader(path);
-    FERRY_RETURN_IF_ERROR(reader.open().with_context(call));
-    std::array<std::byte, index::kHeaderBytes> bytes{};
-    const auto header_bytes =
-        static_cast<std::size_t>(std::min<std::uint64_t>(reader.size(), index::kHeaderBytes));
-    FERRY_RETURN_IF_ERROR(reader.read(std::span(bytes).first(header_bytes), false).with_context(call));
-    Result<index::FileHeader> decoded = index::decode_header(bytes, reader.size());
-    if (!decoded.ok()) return decoded.status().with_context(call);
-    const index::FileHeader& h = *decoded;
-
-    BinaryIndexOptions options;
-    options.dims = h.dims;
-    options.metric = h.metric;
-    options.input_type = h.input_type;
-    options.threshold = h.threshold;
-    options.keep = h.keep;
-    options.int8_scale = h.keep == KeptVectors::int8 ? h.int8_scale : 0.0f;
-    options.memory = memory;
-    // Thresholds are stored exactly when the kind has some and they are known (first_add_mean:
-    // after the first add).
-    const bool thresholds_expected =
-        h.threshold == IndexThreshold::given ||
-        (h.threshold == IndexThreshold::first_add_mean && h.rows > 0);
-    if ((h.thresholds_stored != 0) != thresholds_expected) {
-      return invalid(call.c_str(), std::string("corrupted header: ") +
-                                       (h.thresholds_stored != 0 ? "thresholds stored" : "no thresholds") +
-                                       " for threshold " + std::string(to_string(h.threshold)) +
-                                       " and " + std::to_string(h.rows) + " rows");
-    }
-    if (h.keep == KeptVectors::int8 && h.rows > 0 && h.int8_scale == 0.0f) {
-      return invalid(call.c_str(), "corrupted header: int8 vectors without their scale");
-    }
-    std::vector<float> thresholds(h.thresholds_stored);
-    FERRY_RETURN_IF_ERROR(
-        reader.read(std::as_writable_bytes(std::span(thresholds)), true).with_context(call));
-    if (h.threshold == IndexThreshold::given) options.thresholds = thresholds;
-    FERRY_RETURN_IF_ERROR(validate_options((call + ": the file's options").c_str(), options));
-    Result<std::unique_ptr<State>> made = State::make(device, options);
+    FERRY_ASSIGN_OR_RETURN(index::FileStart start, index::read_file_start(reader, call, memory));
+    Result<std::unique_ptr<State>> made = State::make(device, start.options);
     if (!made.ok()) return made.status().with_context(call);
-    State& s = **made;
-    if (h.threshold == IndexThreshold::first_add_mean && h.rows > 0) {
-      FERRY_RETURN_IF_ERROR(s.upload_thresholds(thresholds).with_context(call));
-      s.thresholds = thresholds;
-    }
-    FERRY_RETURN_IF_ERROR(s.load_payload(reader, h).with_context(call));
+    State* const states[] = {made->get()};
+    const std::uint64_t rows[] = {start.header.rows};
+    FERRY_RETURN_IF_ERROR(index::load_file_rows(reader, start, states, rows).with_context(call));
     return BinaryIndex(std::move(made).value());
   } catch (const std::bad_alloc&) {
     return out_of_host_memory(call.c_str());
@@ -415,7 +376,8 @@ Status BinaryIndex::save(const std::filesystem::path& path) const {
   if (!state_) return no_index(call.c_str());
   std::lock_guard lock(state_->mutex);
   try {
-    Status status = state_->save(path);
+    const index::RowRun all{state_.get(), 0, state_->rows};
+    Status status = index::save_file(path, *state_, std::span(&all, 1));
     if (!status.ok()) return status.with_context(call);
     return status;
   } catch (const std::bad_alloc&) {

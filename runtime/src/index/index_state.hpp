@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ferry/binary_index.hpp"
@@ -109,8 +110,6 @@ struct BinaryIndex::State {
   Result<std::uint64_t> add_codes(std::span<const std::byte> codes, std::uint64_t rows);
   Result<SearchResults> search(std::span<const std::byte> queries, std::uint32_t count,
                                const SearchParams& params, QueryInput input);
-  Status save(const std::filesystem::path& path);
-  Status load_payload(index::FileReader& reader, const index::FileHeader& header);
 
   // Bytes of one row as the caller gives it, as the device quantizes it.
   std::uint64_t input_row_bytes() const;
@@ -161,3 +160,45 @@ struct BinaryIndex::State {
 };
 
 }  // namespace ferry
+
+namespace ferry::index {
+
+// An index file written from, or read into, one or more states (index_io.cpp): BinaryIndex saves
+// and loads its own, ShardedIndex its shards' as the file of one index holding every row, so
+// that either loads what the other saved.
+
+// Rows [first, first + count) of one state.
+struct RowRun {
+  const BinaryIndex::State* state = nullptr;
+  std::uint64_t first = 0;
+  std::uint64_t count = 0;
+};
+
+// Writes, atomically, the file of one index whose rows are those of `runs` in order: the options,
+// thresholds and int8 scale are `lead`'s (the same on every shard of a ShardedIndex); the payload
+// is the thresholds, the codes of every run, then the kept vectors of every run.
+Status save_file(const std::filesystem::path& path, const BinaryIndex::State& lead,
+                 std::span<const RowRun> runs);
+
+// What the start of an index file says: its header, the options it gives (placed by the memory
+// load() was given, validated) and its stored thresholds (empty when none are stored).
+struct FileStart {
+  FileHeader header;
+  BinaryIndexOptions options;
+  std::vector<float> thresholds;
+};
+// Opens `reader`'s file and reads the header and thresholds, refusing a file that is not an
+// index, of another version, truncated or inconsistent. Errors start with `call`.
+Result<FileStart> read_file_start(FileReader& reader, const std::string& call,
+                                  const BinaryIndexMemory& memory);
+
+// Reads the rest of the file (codes, then kept vectors) into `states`, empty states made by
+// State::make from start.options: states[i] gets the next rows[i] rows of the file (the rows add
+// up to the header's). Only once every row is in place and the payload's CRC matches does each
+// state take its rows, the thresholds and the int8 scale; after an error the states are half
+// filled and must be discarded (their device work has completed).
+Status load_file_rows(FileReader& reader, const FileStart& start,
+                      std::span<BinaryIndex::State* const> states,
+                      std::span<const std::uint64_t> rows);
+
+}  // namespace ferry::index

@@ -1,5 +1,6 @@
-// ShardedIndex: validation, row placement, and the two-step search over the shards' own search
-// steps (BinaryIndex::State::hamming_block and rescore_hits), each step on every shard at once.
+// ShardedIndex: validation, row placement, the two-step search over the shards' own search steps
+// (BinaryIndex::State::hamming_block and rescore_hits), each step on every shard at once, and
+// save / load through BinaryIndex's file code (index_io.cpp) over every shard.
 #include "ferry/sharded_index.hpp"
 
 #include <algorithm>
@@ -114,7 +115,8 @@ struct ShardedIndex::State {
   std::vector<BinaryIndex> shards;
 
   mutable std::mutex mutex;  // one call at a time; it also guards every shard
-  // Per shard, where its rows sit among all rows: runs in order (one per add() it took part in).
+  // Per shard, where its rows sit among all rows: runs in order (one per add() it took part in,
+  // one for a load()).
   struct Run {
     std::uint64_t local_first = 0, global_first = 0;
   };
@@ -154,6 +156,7 @@ struct ShardedIndex::State {
   Result<SearchResults> search(std::span<const std::byte> queries, std::uint32_t count,
                                const SearchParams& params, std::uint32_t candidates,
                                QueryInput input) const;
+  Status save(const std::filesystem::path& path) const;
 };
 
 BinaryIndex::State* ShardedIndex::state_of(const BinaryIndex& index) { return index.state_.get(); }
@@ -340,6 +343,36 @@ Result<SearchResults> ShardedIndex::State::search(std::span<const std::byte> que
   return out;
 }
 
+// The file of one index holding every row: the shards' runs in global row order.
+Status ShardedIndex::State::save(const std::filesystem::path& path) const {
+  struct Piece {
+    index::RowRun rows;
+    std::uint64_t global_first = 0;
+  };
+  std::vector<Piece> pieces;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    const std::vector<Run>& r = runs[s];
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      const std::uint64_t end = i + 1 < r.size() ? r[i + 1].local_first : shard(s).rows;
+      pieces.push_back({{&shard(s), r[i].local_first, end - r[i].local_first}, r[i].global_first});
+    }
+  }
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Piece& a, const Piece& b) { return a.global_first < b.global_first; });
+  std::vector<index::RowRun> ordered;
+  ordered.reserve(pieces.size());
+  std::uint64_t next = 0;
+  for (const Piece& piece : pieces) {
+    if (piece.global_first != next) {  // adds give every row one place, so this is a bug
+      return Status(ErrorCode::internal, "the shards' runs leave a gap or overlap at row " +
+                                             std::to_string(next));
+    }
+    ordered.push_back(piece.rows);
+    next += piece.rows.count;
+  }
+  return index::save_file(path, shard(0), ordered);
+}
+
 // ---- public calls ------------------------------------------------------------------------
 
 ShardedIndex::ShardedIndex() = default;
@@ -348,47 +381,98 @@ ShardedIndex::ShardedIndex(ShardedIndex&&) noexcept = default;
 ShardedIndex& ShardedIndex::operator=(ShardedIndex&&) noexcept = default;
 ShardedIndex::~ShardedIndex() = default;
 
-Result<ShardedIndex> ShardedIndex::create(std::span<const Device> devices,
-                                          const ShardedIndexOptions& options) {
-  static constexpr const char* kCall = "ShardedIndex::create";
+namespace {
+
+// The devices and weights of create() and load(), or an error naming the problem.
+Status check_devices(const char* call, std::span<const Device> devices,
+                     const std::vector<std::uint32_t>& weights) {
   if (devices.empty() || devices.size() > kShardedIndexMaxShards) {
-    return invalid(kCall, std::to_string(devices.size()) + " devices, outside 1.." +
-                              std::to_string(kShardedIndexMaxShards));
+    return invalid(call, std::to_string(devices.size()) + " devices, outside 1.." +
+                             std::to_string(kShardedIndexMaxShards));
   }
   for (std::size_t d = 0; d < devices.size(); ++d) {
     if (!devices[d]) {
       return Status(ErrorCode::released,
-                    std::string(kCall) + ": devices[" + std::to_string(d) + "] is no device");
+                    std::string(call) + ": devices[" + std::to_string(d) + "] is no device");
     }
   }
-  if (!options.weights.empty() && options.weights.size() != devices.size()) {
-    return invalid(kCall, std::to_string(options.weights.size()) + " weights for " +
-                              std::to_string(devices.size()) + " devices");
+  if (!weights.empty() && weights.size() != devices.size()) {
+    return invalid(call, std::to_string(weights.size()) + " weights for " +
+                             std::to_string(devices.size()) + " devices");
   }
-  for (std::size_t d = 0; d < options.weights.size(); ++d) {
-    if (options.weights[d] == 0 || options.weights[d] > kMaxWeight) {
-      return invalid(kCall, "weights[" + std::to_string(d) + "] " +
-                                std::to_string(options.weights[d]) + " outside 1.." +
-                                std::to_string(kMaxWeight));
+  for (std::size_t d = 0; d < weights.size(); ++d) {
+    if (weights[d] == 0 || weights[d] > kMaxWeight) {
+      return invalid(call, "weights[" + std::to_string(d) + "] " + std::to_string(weights[d]) +
+                               " outside 1.." + std::to_string(kMaxWeight));
     }
   }
+  return Status();
+}
+
+// An empty shard on each of the checked devices, for validated options.
+Result<std::unique_ptr<ShardedIndex::State>> make_state(const std::string& call,
+                                                        std::span<const Device> devices,
+                                                        const ShardedIndexOptions& options) {
+  auto state = std::make_unique<ShardedIndex::State>();
+  state->options = options;
+  if (state->options.weights.empty()) state->options.weights.assign(devices.size(), 1);
+  for (std::size_t d = 0; d < devices.size(); ++d) {
+    Result<BinaryIndex> shard = BinaryIndex::create(devices[d], options.index);
+    if (!shard.ok()) {
+      return shard.status().with_context(call + ": shard " + std::to_string(d) + " (" +
+                                         device_name(devices[d]) + ")");
+    }
+    state->shards.push_back(std::move(shard).value());
+  }
+  state->runs.assign(devices.size(), {});
+  return state;
+}
+
+}  // namespace
+
+Result<ShardedIndex> ShardedIndex::create(std::span<const Device> devices,
+                                          const ShardedIndexOptions& options) {
+  static constexpr const char* kCall = "ShardedIndex::create";
+  FERRY_RETURN_IF_ERROR(check_devices(kCall, devices, options.weights));
   FERRY_RETURN_IF_ERROR(index::validate_options(kCall, options.index));
   try {
-    auto state = std::make_unique<State>();
-    state->options = options;
-    if (state->options.weights.empty()) state->options.weights.assign(devices.size(), 1);
-    for (std::size_t d = 0; d < devices.size(); ++d) {
-      Result<BinaryIndex> shard = BinaryIndex::create(devices[d], options.index);
-      if (!shard.ok()) {
-        return shard.status().with_context(std::string(kCall) + ": shard " + std::to_string(d) +
-                                           " (" + device_name(devices[d]) + ")");
-      }
-      state->shards.push_back(std::move(shard).value());
-    }
-    state->runs.assign(devices.size(), {});
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<State> state, make_state(kCall, devices, options));
     return ShardedIndex(std::move(state));
   } catch (const std::bad_alloc&) {
     return index::out_of_host_memory(kCall);
+  }
+}
+
+Result<ShardedIndex> ShardedIndex::load(std::span<const Device> devices,
+                                        const std::filesystem::path& path,
+                                        const BinaryIndexMemory& memory,
+                                        std::vector<std::uint32_t> weights) {
+  const std::string call = "ShardedIndex::load(" + path.string() + ")";
+  FERRY_RETURN_IF_ERROR(check_devices(call.c_str(), devices, weights));
+  try {
+    index::FileReader reader(path);
+    FERRY_ASSIGN_OR_RETURN(index::FileStart start, index::read_file_start(reader, call, memory));
+    ShardedIndexOptions options;
+    options.index = start.options;
+    options.weights = std::move(weights);
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<State> state, make_state(call, devices, options));
+    // Where one add() of every row on the empty index would put them: shard s gets rows
+    // [offset[s], offset[s] + parts[s]), the file's rows being in global order.
+    const std::size_t shards_count = devices.size();
+    const std::vector<std::uint64_t> parts = split_rows(std::vector<std::uint64_t>(shards_count, 0),
+                                                        state->options.weights, start.header.rows);
+    std::vector<BinaryIndex::State*> shard_states(shards_count);
+    for (std::size_t s = 0; s < shards_count; ++s) shard_states[s] = &state->shard(s);
+    FERRY_RETURN_IF_ERROR(
+        index::load_file_rows(reader, start, shard_states, parts).with_context(call));
+    std::uint64_t offset = 0;
+    for (std::size_t s = 0; s < shards_count; ++s) {
+      if (parts[s] > 0) state->runs[s].push_back({0, offset});
+      offset += parts[s];
+    }
+    return ShardedIndex(std::move(state));
+  } catch (const std::bad_alloc&) {
+    return index::out_of_host_memory(call.c_str());
   }
 }
 
@@ -515,6 +599,19 @@ Result<SearchResults> ShardedIndex::search_codes(std::span<const std::byte> quer
                           "search_codes has only their codes (use search())");
   }
   return run_search(kCall, state_.get(), query_codes, queries, params, QueryInput::codes);
+}
+
+Status ShardedIndex::save(const std::filesystem::path& path) const {
+  const std::string call = "ShardedIndex::save(" + path.string() + ")";
+  if (!state_) return no_index(call.c_str());
+  std::lock_guard lock(state_->mutex);
+  try {
+    Status status = state_->save(path);
+    if (!status.ok()) return status.with_context(call);
+    return status;
+  } catch (const std::bad_alloc&) {
+    return index::out_of_host_memory(call.c_str());
+  }
 }
 
 std::uint64_t ShardedIndex::size() const {

@@ -3,8 +3,13 @@
 // every device of the backend (or the backend's device opened again where it has one), mixed with
 // the CPU reference backend, with uneven weights, shards left empty, streamed placement, every
 // metric, threshold kind and kept-vector kind; packed codes; the placement of rows by weight; bad
-// input; an add that fails on one shard leaving every shard as it was.
+// input; an add that fails on one shard leaving every shard as it was. Files: a sharded index
+// saves the bytes one BinaryIndex of the same adds saves, and loads (as a BinaryIndex, or sharded
+// over other devices) into the same index, which keeps growing; damaged files and bad arguments.
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -50,6 +55,39 @@ std::vector<std::uint32_t> uneven(std::size_t n) {
   std::vector<std::uint32_t> weights(n);
   for (std::size_t i = 0; i < n; ++i) weights[i] = i == 0 ? 3 : 1 + static_cast<std::uint32_t>(i % 2 == 0);
   return weights;
+}
+
+namespace fs = std::filesystem;
+
+fs::path temp_file(const BackendUnderTest& t, const std::string& name) {
+  return fs::temp_directory_path() / ("ferry_sharded_index_" + std::to_string(ferry_test::base_seed()) +
+                                      "_" + std::string(ferry::to_string(t.backend)) + "_" + name);
+}
+
+std::vector<char> file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_file(const fs::path& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A few Hamming and rescored searches of `index` (either kind) against the model; k 300 pads.
+template <typename Index>
+void check_loaded(const Index& index, const Model& model, const Rows& queries, bool rescore,
+                  const char* what) {
+  INFO(what);
+  CHECK(index.size() == model.rows());
+  std::vector<SearchParams> all = {{10, 1, false}, {300, 1, false}};
+  if (rescore) all.insert(all.end(), {{1, 1, true}, {6, 4, true}});
+  const auto count = static_cast<std::uint32_t>(queries.count);
+  for (const SearchParams& params : all) {
+    INFO("k " << params.k << ", oversample " << params.oversample << ", rescore " << params.rescore);
+    check_results(REQUIRE_VALUE(index.search(queries.bytes, count, params)),
+                  model.search(queries, params), "against the model");
+  }
 }
 
 }  // namespace
@@ -273,5 +311,177 @@ TEST_CASE("ShardedIndex: an add that fails on a shard leaves every shard as it w
         }
       }
     }
+  });
+}
+
+// ---- save and load -----------------------------------------------------------------------------
+
+TEST_CASE("ShardedIndex: save writes one index's file, which loads on any devices") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk", "rescore"}, [](BackendUnderTest& t) {
+    const std::vector<Device> devices = shard_devices(t);
+    INFO(devices.size() << " shards");
+    // Mean thresholds and an int8 scale from the first add, which the file must carry.
+    const BinaryIndexOptions o = options_for(72, IndexMetric::l2, IndexThreshold::first_add_mean,
+                                             KeptVectors::int8, ElementType::float32, t.rng);
+    ShardedIndex index = REQUIRE_VALUE(ShardedIndex::create(devices, sharded(o, uneven(devices.size()))));
+    BinaryIndex single = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+    Model model(o);
+    for (const std::uint64_t count : {150u, 91u}) {
+      const Rows rows = make_rows(t.rng, count, o.dims, o.input_type);
+      CHECK(REQUIRE_VALUE(index.add(rows.bytes, count)) == model.rows());
+      REQUIRE_OK(single.add(rows.bytes, count));
+      model.add(rows);
+    }
+    const fs::path path = temp_file(t, "sharded.bix");
+    const fs::path single_path = temp_file(t, "single.bix");
+    const fs::path again = temp_file(t, "again.bix");
+    REQUIRE_OK(index.save(path));
+    REQUIRE_OK(single.save(single_path));
+    // The same bytes as one index of the same adds: rows in global order, one header.
+    CHECK(file_bytes(path) == file_bytes(single_path));
+    const Rows queries = make_rows(t.rng, 5, o.dims, o.input_type);
+
+    // As a BinaryIndex.
+    BinaryIndex as_one = REQUIRE_VALUE(BinaryIndex::load(t.device, path));
+    CHECK(as_one.thresholds() == index.thresholds());
+    CHECK(as_one.int8_scale() == index.int8_scale());
+    check_loaded(as_one, model, queries, true, "loaded as a BinaryIndex");
+
+    // Sharded over another number of devices, other weights, codes and vectors mostly in host
+    // memory.
+    const std::vector<Device> two(devices.begin(), devices.begin() + 2);
+    ShardedIndex loaded = REQUIRE_VALUE(ShardedIndex::load(two, path, tiny_memory(), {1, 2}));
+    CHECK(loaded.shard_count() == 2);
+    CHECK(loaded.options().weights == std::vector<std::uint32_t>{1, 2});
+    CHECK(loaded.thresholds() == index.thresholds());
+    CHECK(loaded.int8_scale() == index.int8_scale());
+    // As one add of 241 rows: floor(241 / 3) = 80 and floor(482 / 3) = 160, the row left over
+    // to the first shard.
+    const std::vector<ferry::BinaryIndexStats> stats = loaded.shard_stats();
+    REQUIRE(stats.size() == 2);
+    CHECK(stats[0].rows == 81);
+    CHECK(stats[1].rows == 160);
+    CHECK(stats[1].device_code_rows < stats[1].rows);  // placed by the memory given
+    check_loaded(loaded, model, queries, true, "loaded on two devices");
+    REQUIRE_OK(loaded.save(again));
+    CHECK(file_bytes(again) == file_bytes(path));
+
+    // The loaded index keeps growing: new rows continue the ids, with the file's thresholds.
+    const Rows more = make_rows(t.rng, 37, o.dims, o.input_type);
+    CHECK(REQUIRE_VALUE(loaded.add(more.bytes, 37)) == model.rows());
+    model.add(more);
+    check_loaded(loaded, model, queries, true, "loaded, then added to");
+    fs::remove(path);
+    fs::remove(single_path);
+    fs::remove(again);
+  });
+}
+
+TEST_CASE("ShardedIndex: a BinaryIndex's file loads sharded; empty indexes round-trip") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk", "rescore"}, [](BackendUnderTest& t) {
+    const std::vector<Device> devices = shard_devices(t);
+    INFO(devices.size() << " shards");
+    const BinaryIndexOptions o = options_for(48, IndexMetric::inner_product, IndexThreshold::given,
+                                             KeptVectors::float32, ElementType::float16, t.rng);
+    BinaryIndex single = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+    Model model(o);
+    for (const std::uint64_t count : {100u, 33u}) {
+      const Rows rows = make_rows(t.rng, count, o.dims, o.input_type);
+      REQUIRE_OK(single.add(rows.bytes, count));
+      model.add(rows);
+    }
+    const fs::path path = temp_file(t, "from_single.bix");
+    REQUIRE_OK(single.save(path));
+    ShardedIndex loaded = REQUIRE_VALUE(ShardedIndex::load(devices, path));
+    CHECK(loaded.shard_count() == devices.size());
+    CHECK(loaded.options().index.thresholds == o.thresholds);
+    const Rows queries = make_rows(t.rng, 4, o.dims, o.input_type);
+    check_loaded(loaded, model, queries, true, "a BinaryIndex's file, sharded");
+
+    // Empty, mean thresholds still unknown: both ways, and the loaded one fixes them at its first
+    // add like a new index.
+    BinaryIndexOptions mean = options_for(40, IndexMetric::cosine, IndexThreshold::first_add_mean,
+                                          KeptVectors::none, ElementType::float32, t.rng);
+    BinaryIndex empty_single = REQUIRE_VALUE(BinaryIndex::create(t.device, mean));
+    REQUIRE_OK(empty_single.save(path));
+    ShardedIndex empty = REQUIRE_VALUE(ShardedIndex::load(devices, path, {}, uneven(devices.size())));
+    CHECK(empty.size() == 0);
+    CHECK(empty.thresholds().empty());
+    const fs::path again = temp_file(t, "empty_again.bix");
+    REQUIRE_OK(empty.save(again));
+    CHECK(file_bytes(again) == file_bytes(path));
+    CHECK(REQUIRE_VALUE(BinaryIndex::load(t.device, again)).size() == 0);
+    Model mean_model(mean);
+    const Rows rows = make_rows(t.rng, 60, mean.dims, mean.input_type);
+    CHECK(REQUIRE_VALUE(empty.add(rows.bytes, 60)) == 0);
+    mean_model.add(rows);
+    check_loaded(empty, mean_model, make_rows(t.rng, 4, mean.dims, mean.input_type), false,
+                 "loaded empty, then added to");
+    fs::remove(path);
+    fs::remove(again);
+  });
+}
+
+TEST_CASE("ShardedIndex: load and save errors are clear, naming the file") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
+    const Device other = REQUIRE_VALUE(t.open_another());
+    const std::vector<Device> two = {t.device, other};
+    const BinaryIndexOptions o = options_for(40, IndexMetric::inner_product, IndexThreshold::zero,
+                                             KeptVectors::float32, ElementType::float32, t.rng);
+    ShardedIndex index = REQUIRE_VALUE(ShardedIndex::create(two, sharded(o, {})));
+    const Rows rows = make_rows(t.rng, 30, o.dims, o.input_type);
+    REQUIRE_OK(index.add(rows.bytes, 30));
+    const fs::path good = temp_file(t, "good.bix");
+    const fs::path bad = temp_file(t, "bad.bix");
+    REQUIRE_OK(index.save(good));
+    const std::vector<char> bytes = file_bytes(good);
+    REQUIRE(bytes.size() == 64 + 30 * (8 + 160));
+
+    // The error BinaryIndex::load gives for the same file, with this call's name.
+    auto refused = [&](const fs::path& path, const char* expected, const char* what) {
+      INFO(what);
+      const auto loaded = ShardedIndex::load(two, path);
+      REQUIRE(!loaded.ok());
+      const std::string message = loaded.status().message();
+      CHECK_MESSAGE(message.find("ShardedIndex::load(" + path.string() + ")") != std::string::npos,
+                    message);
+      CHECK_MESSAGE(message.find(expected) != std::string::npos, message);
+      const auto as_one = BinaryIndex::load(t.device, path);
+      REQUIRE(!as_one.ok());
+      CHECK_MESSAGE(loaded.status().code() == as_one.status().code(), as_one.status().to_string());
+    };
+    refused(temp_file(t, "does_not_exist.bix"), "cannot open", "a missing file");
+    write_file(bad, std::vector<char>(bytes.begin(), bytes.end() - 1));
+    refused(bad, "truncated", "a truncated file");
+    std::vector<char> flipped = bytes;
+    flipped[64 + 17] = static_cast<char>(flipped[64 + 17] ^ 0x04);  // a code of row 2
+    write_file(bad, flipped);
+    refused(bad, "corrupted payload", "a payload bit flipped");
+    CHECK(ShardedIndex::load(two, bad).status().code() == ErrorCode::invalid_argument);
+
+    auto expect = [](const ferry::Status& status, ErrorCode code, const std::string& text) {
+      CHECK_MESSAGE(status.code() == code, status.to_string());
+      CHECK_MESSAGE(status.message().find(text) != std::string::npos, status.to_string());
+    };
+    expect(ShardedIndex::load({}, good).status(), ErrorCode::invalid_argument, "0 devices");
+    expect(ShardedIndex::load(two, good, {}, {1}).status(), ErrorCode::invalid_argument,
+           "1 weights for 2 devices");
+    expect(ShardedIndex::load(two, good, {}, {1, 0}).status(), ErrorCode::invalid_argument,
+           "weights[1] 0");
+    expect(ShardedIndex::load(std::vector<Device>{t.device, Device()}, good).status(),
+           ErrorCode::released, "devices[1]");
+    ferry::BinaryIndexMemory no_segments;
+    no_segments.segment_bytes = 0;
+    expect(ShardedIndex::load(two, good, no_segments).status(), ErrorCode::invalid_argument,
+           "segment_bytes");
+
+    const fs::path no_folder = temp_file(t, "no_such_folder") / "index.bix";
+    expect(index.save(no_folder), ErrorCode::unavailable, "ShardedIndex::save(" + no_folder.string());
+    CHECK(!fs::exists(no_folder));
+    ShardedIndex moved = std::move(index);
+    expect(index.save(good), ErrorCode::released, "no index");  // NOLINT: testing the moved-from
+    CHECK(REQUIRE_VALUE(ShardedIndex::load(two, good)).size() == 30);  // the good file still loads
+    fs::remove(good);
+    fs::remove(bad);
   });
 }
