@@ -6,10 +6,15 @@
 #include <barrier>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "bench_common.hpp"
 
@@ -174,6 +179,96 @@ Status transfer_table(Bench& bench, std::vector<DeviceCopies>& devices) {
       "own (not placed); host buffers are placed on each device's NUMA node where the host has "
       "several (DeviceOptions::numa_placement; this host has " +
       std::to_string(numa_nodes()) + " NUMA node(s))");
+  bench.publish();
+  return Status();
+}
+
+// How the CPU touches a pinned buffer between two copies of it.
+enum class Touch { none, memcpy, streaming };
+
+// `bytes` split over 8 threads: dst written by memcpy, or by streaming (non-temporal) stores
+// that leave nothing of it in the CPU's caches.
+void host_copy(std::byte* dst, const std::byte* src, std::uint64_t bytes, Touch touch) {
+  constexpr unsigned kThreads = 8;
+  const std::uint64_t piece = (bytes / kThreads + 63) / 64 * 64;
+  std::vector<std::thread> threads;
+  for (unsigned i = 0; i < kThreads; ++i) {
+    const std::uint64_t begin = std::min<std::uint64_t>(bytes, i * piece);
+    const std::uint64_t n = std::min<std::uint64_t>(bytes - begin, piece);
+    threads.emplace_back([=] {
+#if defined(__SSE2__)
+      if (touch == Touch::streaming && reinterpret_cast<std::uintptr_t>(dst + begin) % 16 == 0) {
+        std::uint64_t at = 0;
+        for (; at + 16 <= n; at += 16) {
+          _mm_stream_si128(reinterpret_cast<__m128i*>(dst + begin + at),
+                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + begin + at)));
+        }
+        std::memcpy(dst + begin + at, src + begin + at, n - at);
+        _mm_sfence();
+        return;
+      }
+#endif
+      std::memcpy(dst + begin, src + begin, n);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+}
+
+// GB/s of copies of `bytes` between a pinned buffer and the device, each waited for, timing the
+// copies only; between two copies the CPU writes the buffer (H2D) or reads it (D2H) as `touch`
+// says, as the host-staged path does with its leases.
+Result<double> touched_copy_rate(Bench& bench, const Device& device, bool upload, Touch touch,
+                                 std::uint64_t bytes) {
+  FERRY_ASSIGN_OR_RETURN(Buffer host, device.create_buffer(bytes, upload ? MemoryKind::host_upload
+                                                                         : MemoryKind::host_readback));
+  FERRY_ASSIGN_OR_RETURN(Buffer on_device, device.create_buffer(bytes));
+  FERRY_ASSIGN_OR_RETURN(std::span<std::byte> pinned, host.host_span());
+  std::vector<std::byte> other(bytes);
+  fill_random(other, 41);
+  const Queue queue = device.queue(upload ? QueueKind::upload : QueueKind::download);
+  const auto min_time = std::chrono::milliseconds(std::max<std::uint64_t>(bench.number("--min-time-ms") / 4, 1));
+  double seconds = 0.0;
+  std::uint64_t copies = 0;
+  for (int round = 0; copies < 8 || seconds < std::chrono::duration<double>(min_time).count(); ++round) {
+    if (touch != Touch::none) {
+      if (upload) {
+        host_copy(pinned.data(), other.data(), bytes, touch);
+      } else {
+        host_copy(other.data(), pinned.data(), bytes, Touch::memcpy);
+      }
+    }
+    const auto begin = std::chrono::steady_clock::now();
+    FERRY_RETURN_IF_ERROR(upload ? copy_and_wait(queue, host, on_device, bytes)
+                                 : copy_and_wait(queue, on_device, host, bytes));
+    if (round < 2) continue;  // the first two: warm-up
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    ++copies;
+  }
+  return static_cast<double>(bytes) * static_cast<double>(copies) / seconds / 1e9;
+}
+
+// What bounds the host-staged path: its leases are pinned memory the CPU has just written or
+// read. 8 MiB copies (its chunk) with and without that, on the devices it uses, alone.
+Status touched_memory_table(Bench& bench, const Device& source, const Device& target) {
+  constexpr std::uint64_t kChunk = 8 * kMiB;
+  Section& section = bench.report.add_section(
+      "8 MiB pinned copies of memory the CPU has just written or read (the host-staged path's "
+      "leases) against memory it left alone", "touched_memory");
+  section.columns = {{"copy", "copy"}, {"between copies the CPU", "touch"},
+                     {"GB/s", "gbps", Unit::gbps}, {"over untouched", "over_untouched", Unit::ratio}};
+  FERRY_RETURN_IF_ERROR(bench.progress("copies of memory the CPU touched"));
+  FERRY_ASSIGN_OR_RETURN(double up_none, touched_copy_rate(bench, target, true, Touch::none, kChunk));
+  FERRY_ASSIGN_OR_RETURN(double up_memcpy, touched_copy_rate(bench, target, true, Touch::memcpy, kChunk));
+  FERRY_ASSIGN_OR_RETURN(double up_stream, touched_copy_rate(bench, target, true, Touch::streaming, kChunk));
+  FERRY_ASSIGN_OR_RETURN(double down_none, touched_copy_rate(bench, source, false, Touch::none, kChunk));
+  FERRY_ASSIGN_OR_RETURN(double down_read, touched_copy_rate(bench, source, false, Touch::memcpy, kChunk));
+  section.add_row({std::string("H2D, device 1"), std::string("left it alone"), up_none, 1.0});
+  section.add_row({std::string("H2D, device 1"), std::string("wrote it (memcpy)"), up_memcpy, up_memcpy / up_none});
+  section.add_row({std::string("H2D, device 1"), std::string("wrote it (streaming stores)"), up_stream, up_stream / up_none});
+  section.add_row({std::string("D2H, device 0"), std::string("left it alone"), down_none, 1.0});
+  section.add_row({std::string("D2H, device 0"), std::string("read it (memcpy)"), down_read, down_read / down_none});
+  section.notes.push_back("each copy waited for and timed alone (the CPU's writes or reads, by 8 "
+                          "threads, happen between copies, untimed)");
   bench.publish();
   return Status();
 }
@@ -495,7 +590,10 @@ Status measure(Bench& bench) {
     copies.push_back(std::move(c));
   }
   FERRY_RETURN_IF_ERROR(transfer_table(bench, copies));
-  if (copies.size() > 1) FERRY_RETURN_IF_ERROR(peer_table(bench, copies));
+  if (copies.size() > 1) {
+    FERRY_RETURN_IF_ERROR(peer_table(bench, copies));
+    FERRY_RETURN_IF_ERROR(touched_memory_table(bench, copies[0].device, copies[1].device));
+  }
   copies.clear();
   FERRY_RETURN_IF_ERROR(search_table(bench, devices));
   return full_size_table(bench, devices);

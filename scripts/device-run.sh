@@ -29,6 +29,11 @@
 #              under memcheck on CUDA, and ferry bench multi on cuda (bench-multi-cuda.txt),
 #              with the full-size search filling FERRY_FILL percent (default 80) of each GPU
 #   multi-vulkan  ferry bench multi on vulkan, the same way (bench-multi-vulkan.txt)
+#   staging-stores  the default host stores (auto) against FERRY_HOST_STORES=cached and =streaming:
+#              ferry bench transfer (16M, 256M, 1G), ingress (64x224x224x3) and, with two GPUs
+#              or more, a short ferry bench multi (2 devices) on cuda and vulkan
+#              (stores-<bench>-<backend>-<stores>.log; the ratio and peer lines in the summary;
+#              FERRY_STORES="auto cached" runs fewer variants)
 #   multi-trace  a short ferry bench multi on cuda with every device traced (FERRY_TRACE), to
 #              see the host-staged copy between devices (multi-trace.json.gz and its report)
 # Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt (with the benchmarks' "ratio"
@@ -134,6 +139,24 @@ for s in $steps; do
         --backend cuda --devices 2 --bytes 256M --copies 2 --rows 1000 --min-time-ms 200
       python3 tools/trace/report.py "$out/multi-trace.json" >"$out/multi-trace-report.txt" 2>&1
       gzip -f "$out/multi-trace.json"
+      ;;
+    staging-stores)
+      gpus=$(nvidia-smi -L | wc -l)
+      for b in cuda vulkan; do
+        for stores in ${FERRY_STORES:-auto cached streaming}; do
+          step "stores-transfer-$b-$stores" env FERRY_HOST_STORES=$stores "$bin/ferry" bench transfer \
+            --backend "$b" --sizes 16M,256M,1G --min-time-ms 300
+          step "stores-ingress-$b-$stores" env FERRY_HOST_STORES=$stores "$bin/ferry" bench ingress \
+            --backend "$b" --shapes 64x224x224x3 --min-time-ms 300
+          grep -hE '^  ratio  ' "$out/logs/stores-transfer-$b-$stores.log" \
+            "$out/logs/stores-ingress-$b-$stores.log" | sed "s/^  ratio/  $b $stores ratio/" >>"$out/summary.txt"
+          [ "$gpus" -ge 2 ] || continue
+          step "stores-multi-$b-$stores" env FERRY_HOST_STORES=$stores "$bin/ferry" bench multi \
+            --backend "$b" --devices 2 --copies 4 --rows 1000 --min-time-ms 300
+          grep -E '^  host_staged  |H2D, device 1|D2H, device 0' "$out/logs/stores-multi-$b-$stores.log" |
+            sed "s/^/  $b $stores /" >>"$out/summary.txt"
+        done
+      done
       ;;
     multi-vulkan)
       # Vulkan searches fewer rows and full-size queries: its scan is about 8x slower

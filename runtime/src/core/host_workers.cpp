@@ -1,18 +1,24 @@
 #include "core/host_workers.hpp"
 
-#include <string>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 #include "core/trace.hpp"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace ferry::detail {
 namespace {
@@ -119,14 +125,51 @@ void parallel_for(std::size_t count, unsigned threads, const std::function<void(
   shared->done.wait(lock, [&] { return shared->running == 0; });
 }
 
+namespace {
+
+// memcpy, or the same with non-temporal stores where the CPU has them (SSE2: every x86-64).
+void copy_bytes(std::byte* dst, const std::byte* src, std::size_t bytes, HostStores stores) {
+#if defined(__SSE2__)
+  if (stores == HostStores::streaming) {
+    // Up to the first 16-byte boundary, then whole 16-byte stores, then the tail.
+    const std::size_t head =
+        std::min(bytes, (16 - reinterpret_cast<std::uintptr_t>(dst) % 16) % 16);
+    std::memcpy(dst, src, head);
+    std::size_t at = head;
+    for (; at + 16 <= bytes; at += 16) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + at),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + at)));
+    }
+    std::memcpy(dst + at, src + at, bytes - at);
+    _mm_sfence();  // the stores are visible before anything the caller does next (a submit)
+    return;
+  }
+#endif
+  (void)stores;
+  std::memcpy(dst, src, bytes);
+}
+
+}  // namespace
+
+HostStores staging_stores(bool upload_overlaps_next_copy) {
+  enum class Forced { no, cached, streaming };
+  static const Forced forced = [] {
+    const char* value = std::getenv("FERRY_HOST_STORES");
+    const std::string_view text = value != nullptr ? value : "";
+    return text == "cached" ? Forced::cached : text == "streaming" ? Forced::streaming : Forced::no;
+  }();
+  if (forced != Forced::no) return forced == Forced::cached ? HostStores::cached : HostStores::streaming;
+  return upload_overlaps_next_copy ? HostStores::cached : HostStores::streaming;
+}
+
 void parallel_memcpy(void* dst, const void* src, std::size_t bytes, unsigned threads,
-                     DeviceTrace* trace) {
+                     DeviceTrace* trace, HostStores stores) {
   constexpr std::size_t kPiece = 512u << 10;  // below this, waking a thread costs more than it saves
   const std::size_t pieces = std::max<std::size_t>(1, std::min<std::size_t>(bytes / kPiece, threads > 0 ? threads : 1));
   if (pieces <= 1) {
     TraceScope traced(trace, "memcpy");
     traced.arg("bytes", static_cast<std::int64_t>(bytes));
-    std::memcpy(dst, src, bytes);
+    copy_bytes(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), bytes, stores);
     return;
   }
   // Pieces aligned to 4 KiB so threads do not share cache lines or pages at the seams.
@@ -138,7 +181,7 @@ void parallel_memcpy(void* dst, const void* src, std::size_t bytes, unsigned thr
     if (begin >= bytes) return;
     TraceScope traced(trace, "memcpy piece");
     traced.arg("bytes", static_cast<std::int64_t>(std::min(step, bytes - begin)));
-    std::memcpy(d + begin, s + begin, std::min(step, bytes - begin));
+    copy_bytes(d + begin, s + begin, std::min(step, bytes - begin), stores);
   });
 }
 

@@ -95,7 +95,7 @@ Status copy_through_host(const Queue& source, const BufferRef& src, std::uint64_
       }
       FERRY_ASSIGN_OR_RETURN(Lease staged, target_pool.acquire(n));
       detail::parallel_memcpy(staged.data().data(), from, n, threads,
-                              target.state()->core->trace.get());
+                              target.state()->core->trace.get(), detail::staging_stores(false));
       CommandList commands;
       FERRY_RETURN_IF_ERROR(commands.copy(staged, 0, dst, dst_offset + done, n));
       FERRY_ASSIGN_OR_RETURN(uploaded, target.submit(std::move(commands)));

@@ -121,7 +121,8 @@ Result<TimelinePoint> upload(const Queue& queue, const StagingPool& pool,
       detail::TraceScope chunk(trace, "upload chunk");
       chunk.arg("chunk", static_cast<std::int64_t>(i));
       FERRY_ASSIGN_OR_RETURN(Lease lease, pool.acquire(length, options.acquire_timeout));
-      detail::parallel_memcpy(lease.data().data(), src.data() + begin, length, p.threads, trace);
+      detail::parallel_memcpy(lease.data().data(), src.data() + begin, length, p.threads, trace,
+                              detail::staging_stores(p.count > 1));
       CommandList commands;
       FERRY_RETURN_IF_ERROR(commands.copy(lease, 0, dst, dst_offset + begin, length));
       SubmitSync chunk_sync;
