@@ -450,7 +450,7 @@ Status full_size_table(Bench& bench, const std::vector<Device>& devices) {
   constexpr std::uint32_t kBits = 256;
   const std::uint64_t code_bytes = binary_code_bytes(kBits);
   // The block: whole rows of it per device, at most 16M rows (512 MiB of host memory).
-  std::uint64_t block = std::min<std::uint64_t>(rows_per_device, 16'000'000);
+  const std::uint64_t block = std::min<std::uint64_t>(rows_per_device, 16'000'000);
   const std::uint64_t blocks_per_device = rows_per_device / block;
   Section& section = bench.report.add_section(
       "ShardedIndex search at full size: each device holds --fill-rows rows, the database grows "
@@ -459,7 +459,7 @@ Status full_size_table(Bench& bench, const std::vector<Device>& devices) {
                      {"rows", "rows", Unit::count},
                      {"of device memory", "device_memory_share", Unit::percent},
                      {"ms per search", "ms", Unit::ms},
-                     {"G rows x queries/s", "grow_queries_per_s", Unit::number},
+                     {"G rows x queries/s", "giga_row_queries_per_s", Unit::number},
                      {"scaling", "scaling", Unit::ratio},
                      {"correct", "correct", Unit::flag}};
   bench.skipped = {"Skipped full-size search", "skipped_full_size", {},

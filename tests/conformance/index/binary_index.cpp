@@ -12,8 +12,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <optional>
 #include <string>
 
@@ -30,16 +28,6 @@ namespace fs = std::filesystem;
 fs::path temp_file(const std::string& name) {
   return fs::temp_directory_path() /
          ("ferry_binary_index_" + std::to_string(ferry_test::base_seed()) + "_" + name);
-}
-
-std::vector<char> file_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_file(const fs::path& path, const std::vector<char>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace

@@ -8,6 +8,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <span>
@@ -379,6 +382,17 @@ inline BinaryIndexOptions codes_options(std::uint32_t dims, BinaryIndexMemory me
   o.dims = dims;
   o.memory = memory;
   return o;
+}
+
+// A whole file's bytes (empty when it cannot be read), and a file written with `bytes`.
+inline std::vector<char> file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+inline void write_file(const std::filesystem::path& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace index_test

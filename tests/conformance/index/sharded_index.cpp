@@ -8,8 +8,6 @@
 // over other devices) into the same index, which keeps growing; damaged files and bad arguments.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -62,16 +60,6 @@ namespace fs = std::filesystem;
 fs::path temp_file(const BackendUnderTest& t, const std::string& name) {
   return fs::temp_directory_path() / ("ferry_sharded_index_" + std::to_string(ferry_test::base_seed()) +
                                       "_" + std::string(ferry::to_string(t.backend)) + "_" + name);
-}
-
-std::vector<char> file_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_file(const fs::path& path, const std::vector<char>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // A few Hamming and rescored searches of `index` (either kind) against the model; k 300 pads.
