@@ -33,10 +33,14 @@ std::vector<std::vector<std::byte>> make_batches(std::mt19937_64& rng, std::size
 
 void check_batch(BackendUnderTest& t, const ferry::IngressBatch& batch,
                  const ferry::NormalizeParams& params, const std::vector<std::byte>& input) {
+  check_batch(t.device, batch, params, input);
+}
+
+void check_batch(const ferry::Device& device, const ferry::IngressBatch& batch,
+                 const ferry::NormalizeParams& params, const std::vector<std::byte>& input) {
   INFO("batch " << batch.index() << ": " << describe(params));
   REQUIRE_OK(batch.ready().wait(kLongWait));
-  const auto actual =
-      REQUIRE_VALUE(read_bytes(t.device, batch.tensor(), 0, batch.tensor_bytes()));
+  const auto actual = REQUIRE_VALUE(read_bytes(device, batch.tensor(), 0, batch.tensor_bytes()));
   check_bytes_equal(actual, expected_output(params, input), "ingress tensor");
 }
 

@@ -19,8 +19,10 @@ ferry::NormalizeParams awkward_params(std::mt19937_64& rng);
 std::vector<std::vector<std::byte>> make_batches(std::mt19937_64& rng, std::size_t count,
                                                  std::uint64_t bytes);
 
-// CHECKs that the batch's tensor is the normalize truth of `input`.
+// CHECKs that the batch's tensor (of t.device, or of `device`) is the normalize truth of `input`.
 void check_batch(BackendUnderTest& t, const ferry::IngressBatch& batch,
+                 const ferry::NormalizeParams& params, const std::vector<std::byte>& input);
+void check_batch(const ferry::Device& device, const ferry::IngressBatch& batch,
                  const ferry::NormalizeParams& params, const std::vector<std::byte>& input);
 
 // Waits (briefly polling) until `counter` reaches `value`; false on a 20 s timeout.
