@@ -221,6 +221,21 @@ ferry::Result<ferry::Device> BackendUnderTest::open_another() {
   return other;
 }
 
+std::vector<ferry::Device> BackendUnderTest::several_devices() {
+  std::vector<ferry::Device> devices = {device};
+  std::size_t listed = 1;
+  for (const ferry::BackendInfo& info : ferry::list_backends()) {
+    if (info.backend == backend) listed = info.devices.size();
+  }
+  for (std::size_t i = 1; i < std::min<std::size_t>(listed, 4); ++i) {
+    ferry::Device other = REQUIRE_VALUE(ferry::Device::open(ferry::to_string(backend), static_cast<int>(i), options));
+    extra_devices.push_back(other);
+    devices.push_back(other);
+  }
+  if (devices.size() == 1) devices.push_back(REQUIRE_VALUE(open_another()));
+  return devices;
+}
+
 ferry::Result<ferry::Device> BackendUnderTest::open_cpu_reference() {
   FERRY_ASSIGN_OR_RETURN(ferry::Device reference, ferry::Device::open("cpu", 0, options));
   extra_devices.push_back(reference);

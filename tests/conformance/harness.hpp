@@ -53,6 +53,9 @@ class BackendUnderTest {
   ferry::Result<ferry::Device> open_another();
   // The CPU reference device, for comparing results.
   ferry::Result<ferry::Device> open_cpu_reference();
+  // Several devices of the backend for multi-device cases: every device it has (up to 4; the
+  // first is `device`), or `device` and the same device opened again where it has one.
+  std::vector<ferry::Device> several_devices();
 
   // Internal to the harness.
   std::shared_ptr<MessageLog> log;

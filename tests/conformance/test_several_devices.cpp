@@ -15,28 +15,9 @@
 using ferry::Device;
 using ferry_test::BackendUnderTest;
 
-namespace {
-
-std::vector<Device> all_devices(BackendUnderTest& t) {
-  std::vector<Device> devices = {t.device};
-  std::size_t listed = 1;
-  for (const ferry::BackendInfo& info : ferry::list_backends()) {
-    if (info.backend == t.backend) listed = info.devices.size();
-  }
-  for (std::size_t i = 1; i < std::min<std::size_t>(listed, 4); ++i) {
-    Device other = REQUIRE_VALUE(Device::open(ferry::to_string(t.backend), static_cast<int>(i), t.options));
-    t.extra_devices.push_back(other);
-    devices.push_back(other);
-  }
-  if (devices.size() == 1) devices.push_back(REQUIRE_VALUE(t.open_another()));
-  return devices;
-}
-
-}  // namespace
-
 TEST_CASE("several devices at once: an ingress and an egress pipeline per device, all together, deliver exactly") {
   ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
-    const std::vector<Device> devices = all_devices(t);
+    const std::vector<Device> devices = t.several_devices();
     INFO(devices.size() << " devices");
     const ferry::NormalizeParams params = ferry_test::awkward_params(t.rng);
     const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(params));

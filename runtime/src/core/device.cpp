@@ -222,7 +222,8 @@ Result<Buffer> Device::create_buffer(std::uint64_t size, MemoryKind kind) const 
   FERRY_RETURN_IF_ERROR(check_memory_kind(kind, kCall));
   auto impl = detail::allocate_unless_injected("allocating a buffer", [&] {
     // Host memory's pages come from the node of the thread that allocates (and pins) them.
-    detail::ScopedCpuPlacement placed(kind == MemoryKind::device ? std::vector<int>{} : core->host_cpus);
+    static const std::vector<int> kAnywhere;
+    detail::ScopedCpuPlacement placed(kind == MemoryKind::device ? kAnywhere : core->host_cpus);
     return core->impl->create_buffer(size, kind);
   });
   if (!impl.ok()) {

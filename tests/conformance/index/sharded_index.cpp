@@ -23,20 +23,9 @@ using namespace index_test;
 
 namespace {
 
-// Devices for shards: every device of the backend (up to 4; device 0 is t.device), or t.device
-// and the same device opened again when the backend has one; then the CPU reference.
+// Devices for shards: several devices of the backend (harness.hpp), then the CPU reference.
 std::vector<Device> shard_devices(BackendUnderTest& t) {
-  std::vector<Device> devices = {t.device};
-  std::size_t listed = 1;
-  for (const ferry::BackendInfo& info : ferry::list_backends()) {
-    if (info.backend == t.backend) listed = info.devices.size();
-  }
-  for (std::size_t i = 1; i < std::min<std::size_t>(listed, 4); ++i) {
-    Device other = REQUIRE_VALUE(Device::open(ferry::to_string(t.backend), static_cast<int>(i), t.options));
-    t.extra_devices.push_back(other);
-    devices.push_back(other);
-  }
-  if (devices.size() == 1) devices.push_back(REQUIRE_VALUE(t.open_another()));
+  std::vector<Device> devices = t.several_devices();
   if (t.backend != ferry::Backend::cpu) devices.push_back(REQUIRE_VALUE(t.open_cpu_reference()));
   return devices;
 }
