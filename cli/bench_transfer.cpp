@@ -2,9 +2,11 @@
 // pageable memory, in one run so that the ratios between them are measured like for like.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <tuple>
 
 #include "baselines/cuda_memcpy.hpp"
@@ -27,6 +29,10 @@ constexpr OptionSpec kOptions[] = {
      .max = 1ull << 30},
     {.name = "--in-flight", .kind = OptionKind::count, .metavar = "N",
      .help = "pool chunks in flight per direction", .fallback = "4", .min = 1, .max = 64},
+    {.name = "--origin-size", .kind = OptionKind::size, .metavar = "SIZE",
+     .help = "size of the host-memory origin table's direct copies", .fallback = "16M",
+     .quick = "1M", .max = 1ull << 30},
+    {.name = "--no-origins", .kind = OptionKind::flag, .help = "no host-memory origin table"},
 };
 
 // ferry's paths, then the CUDA runtime's copies (the baselines on CUDA devices).
@@ -241,24 +247,227 @@ struct Results {
   }
 };
 
-// CPU time per small pooled transfer as an application issues it (lease, record, submit),
-// without waiting for each: the overhead ferry adds on top of the copy itself.
-Result<double> measure_submit_overhead_us(const Device& device) {
-  constexpr std::uint64_t kBytes = 4096;
+// CPU time per small pooled transfer as an application issues it (lease, record, submit).
+// Three figures:
+// - per call: each acquire + record + submit timed alone, in bursts of kOverheadBurst with the
+//   queue drained between bursts (untimed), so that the GPU's own rate for small copies never
+//   holds the caller back: the CPU cost itself (median and mean).
+// - sustained: 2000 back to back, the window's mean: what a loop that never waits gets; once the
+//   driver's queue fills, the GPU's time per small copy bounds it, not the CPU.
+// - batched: kOverheadBatch copies (a lease each, distinct targets) in one CommandList and one
+//   submission, per copy: what recording small transfers together saves.
+struct SubmitOverhead {
+  double record_median_us = 0;  // acquire + record only (the list dropped, never submitted)
+  double per_call_median_us = 0;
+  double per_call_mean_us = 0;
+  double sustained_us = 0;
+  double batched_median_us = 0;
+};
+constexpr std::uint64_t kOverheadBytes = 4096;
+constexpr std::uint64_t kOverheadBurst = 32;
+constexpr std::uint32_t kOverheadBatch = 16;
+
+Result<SubmitOverhead> measure_submit_overhead(const Device& device) {
   FERRY_ASSIGN_OR_RETURN(StagingPool pool,
                          reserved_pool(device, MemoryKind::host_upload, 16 * kMiB, 1));
-  FERRY_ASSIGN_OR_RETURN(Buffer target, device.create_buffer(kBytes));
+  FERRY_ASSIGN_OR_RETURN(std::vector<Buffer> targets,
+                         create_buffers(device, kOverheadBatch, kOverheadBytes, MemoryKind::device));
   const Queue queue = device.queue(QueueKind::upload);
-  auto submit = [&](std::uint64_t) -> Status {
-    FERRY_ASSIGN_OR_RETURN(Lease lease, pool.acquire(kBytes));
+  auto record_one = [&](CommandList& commands, const Buffer& target) -> Status {
+    FERRY_ASSIGN_OR_RETURN(Lease lease, pool.acquire(kOverheadBytes));
+    return commands.copy(lease, 0, target, 0, kOverheadBytes);
+  };
+  auto submit_one = [&]() -> Status {
     CommandList commands;
-    FERRY_RETURN_IF_ERROR(commands.copy(lease, 0, target, 0, kBytes));
+    FERRY_RETURN_IF_ERROR(record_one(commands, targets[0]));
     return queue.submit(std::move(commands)).status();
   };
   auto idle = [&] { return queue.wait_idle(); };
-  FERRY_ASSIGN_OR_RETURN(Timing timing, repeat_steps(exactly(200, 2000), submit, idle));
+  SubmitOverhead result;
+
+  double sum_seconds = 0;
+  std::uint64_t timed_calls = 0;
+  const Repetition per_call = [&](std::uint64_t i) -> Result<double> {
+    if (i % kOverheadBurst == 0) FERRY_RETURN_IF_ERROR(idle());
+    FERRY_ASSIGN_OR_RETURN(double seconds, wall_time(submit_one));
+    sum_seconds += seconds;
+    ++timed_calls;
+    return seconds;
+  };
+  FERRY_ASSIGN_OR_RETURN(Timing calls, repeat(exactly(kOverheadBurst, 2048), per_call, [&] {
+                           sum_seconds = 0;
+                           timed_calls = 0;
+                           return idle();
+                         }));
+  result.per_call_median_us = calls.median_seconds * 1e6;
+
+  const Repetition record_only = [&](std::uint64_t) -> Result<double> {
+    return wall_time([&]() -> Status {
+      CommandList commands;
+      return record_one(commands, targets[0]);
+    });
+  };
+  FERRY_ASSIGN_OR_RETURN(Timing records, repeat(exactly(kOverheadBurst, 2048), record_only));
+  result.record_median_us = records.median_seconds * 1e6;
+  result.per_call_mean_us = sum_seconds / static_cast<double>(timed_calls) * 1e6;
+
+  FERRY_ASSIGN_OR_RETURN(Timing sustained, repeat_steps(exactly(200, 2000),
+                                                        [&](std::uint64_t) { return submit_one(); },
+                                                        idle));
   FERRY_RETURN_IF_ERROR(idle());
-  return timing.window_per_rep() * 1e6;
+  result.sustained_us = sustained.window_per_rep() * 1e6;
+
+  const Repetition batch = [&](std::uint64_t i) -> Result<double> {
+    if (i % (kOverheadBurst / 4) == 0) FERRY_RETURN_IF_ERROR(idle());
+    return wall_time([&]() -> Status {
+      CommandList commands;
+      for (const Buffer& target : targets) FERRY_RETURN_IF_ERROR(record_one(commands, target));
+      return queue.submit(std::move(commands)).status();
+    });
+  };
+  FERRY_ASSIGN_OR_RETURN(Timing batches, repeat(exactly(8, 256), batch, idle));
+  FERRY_RETURN_IF_ERROR(idle());
+  result.batched_median_us = batches.median_seconds / kOverheadBatch * 1e6;
+  return result;
+}
+
+// Where a direct copy's host memory comes from: the backend's own pinned allocation, ordinary
+// pages registered with the device, or pages cudaHostAlloc pinned registered with a device of
+// another backend. Vulkan's copies trail CUDA's on the same GPU (docs/PERFORMANCE.md); copying
+// the same pages through both backends tells the memory apart from the backend that moves it.
+enum class HostOrigin : std::uint8_t { own, registered, cuda_pinned };
+constexpr const char* kOriginNames[] = {"own (create_buffer)", "anonymous pages, registered",
+                                        "cudaHostAlloc pages, registered"};
+constexpr std::uint64_t kOriginPage = 4096;
+
+struct FreeHostPages {
+  void operator()(std::byte* pages) const { std::free(pages); }
+};
+
+// A source and a target of one origin, the size of the table.
+struct OriginBuffers {
+  std::unique_ptr<std::byte, FreeHostPages> pages;  // registered: both buffers' memory
+  CudaPinnedHostMemory cuda_source, cuda_target;    // cuda_pinned
+  Buffer source, target;
+};
+
+// The buffers of `origin`, or why the origin cannot be measured here (an empty Result value
+// with the reason in `why`).
+Result<std::optional<OriginBuffers>> origin_buffers(const Transfers& transfers, HostOrigin origin,
+                                                    std::uint64_t size, std::string& why) {
+  const Device& device = transfers.device;
+  OriginBuffers out;
+  if (origin == HostOrigin::own) {
+    FERRY_ASSIGN_OR_RETURN(out.source, device.create_buffer(size, MemoryKind::host_upload));
+    FERRY_ASSIGN_OR_RETURN(out.target, device.create_buffer(size, MemoryKind::host_readback));
+    return std::optional<OriginBuffers>(std::move(out));
+  }
+  std::span<std::byte> source_memory, target_memory;
+  if (origin == HostOrigin::registered) {
+    const std::uint64_t rounded = round_up(size, kOriginPage);
+    out.pages.reset(static_cast<std::byte*>(std::aligned_alloc(kOriginPage, 2 * rounded)));
+    if (!out.pages) return Status(ErrorCode::out_of_memory, "aligned_alloc of the origin pages");
+    std::memset(out.pages.get(), 0, 2 * rounded);  // touched: no first-touch faults timed
+    source_memory = {out.pages.get(), static_cast<std::size_t>(size)};
+    target_memory = {out.pages.get() + rounded, static_cast<std::size_t>(size)};
+  } else {
+    if (device.backend() == Backend::cuda) {
+      why = "the CUDA backend's own memory is cudaHostAlloc's";
+      return std::optional<OriginBuffers>();
+    }
+    Result<CudaPinnedHostMemory> source = CudaPinnedHostMemory::allocate(size);
+    Result<CudaPinnedHostMemory> target =
+        source.ok() ? CudaPinnedHostMemory::allocate(size) : source.status();
+    if (!target.ok()) {
+      why = target.status().message();
+      return std::optional<OriginBuffers>();
+    }
+    out.cuda_source = std::move(*source);
+    out.cuda_target = std::move(*target);
+    source_memory = out.cuda_source.span();
+    target_memory = out.cuda_target.span();
+  }
+  Result<Buffer> source = device.register_host_memory(source_memory, MemoryKind::host_upload);
+  Result<Buffer> target =
+      source.ok() ? device.register_host_memory(target_memory, MemoryKind::host_readback)
+                  : source.status();
+  if (!target.ok()) {
+    if (target.status().code() != ErrorCode::unavailable) return target.status();
+    why = target.status().message();
+    return std::optional<OriginBuffers>();
+  }
+  out.source = std::move(*source);
+  out.target = std::move(*target);
+  return std::optional<OriginBuffers>(std::move(out));
+}
+
+// Direct copies (one copy of the whole size, waited for) from and to each origin's memory, H2D,
+// D2H and both at once (on the upload and download queues), each checked once.
+Status measure_origins(Bench& bench, Transfers& transfers, std::uint64_t size) {
+  if (!bench.fits({size}, 2 * size, 6 * size)) return ok_status();
+  FERRY_RETURN_IF_ERROR(bench.progress("measuring host memory origins"));
+  FERRY_RETURN_IF_ERROR(
+      transfers.prepare(size, 0x0416).with_context("preparing the origin table"));
+  const RepeatSettings settings{.min_time =
+                                    std::chrono::milliseconds(bench.number("--min-time-ms"))};
+  Section& section = bench.report.add_section(
+      "Host memory origin, direct copies of " + format_bytes(size) + " (median GB/s)", "origins");
+  section.columns = {{"host memory", "origin"}, {"H2D", "h2d_gbps", Unit::gbps},
+                     {"D2H", "d2h_gbps", Unit::gbps}, {"both", "both_gbps", Unit::gbps},
+                     {"H2D / own", "h2d_vs_own", Unit::ratio},
+                     {"D2H / own", "d2h_vs_own", Unit::ratio}};
+  double own_h2d = kNaN, own_d2h = kNaN;
+  for (HostOrigin origin : {HostOrigin::own, HostOrigin::registered, HostOrigin::cuda_pinned}) {
+    const std::string name = kOriginNames[static_cast<int>(origin)];
+    std::string why;
+    FERRY_ASSIGN_OR_RETURN(std::optional<OriginBuffers> buffers,
+                           origin_buffers(transfers, origin, size, why));
+    if (!buffers) {
+      section.notes.push_back(name + ": not measured (" + why + ")");
+      continue;
+    }
+    // Checked once: the pattern up from the source, back down into the target.
+    FERRY_ASSIGN_OR_RETURN(std::span<std::byte> source, buffers->source.host_span());
+    FERRY_ASSIGN_OR_RETURN(std::span<std::byte> target, buffers->target.host_span());
+    std::memcpy(source.data(), transfers.pattern.data(), size);
+    std::memset(target.data(), 0, size);
+    FERRY_RETURN_IF_ERROR(copy_and_wait(transfers.up, buffers->source, transfers.device_a, size));
+    FERRY_RETURN_IF_ERROR(
+        copy_and_wait(transfers.down, transfers.device_a, buffers->target, size));
+    FERRY_RETURN_IF_ERROR(compare_bytes(target, transfers.pattern, name + " round trip"));
+
+    auto both = [&]() -> Status {
+      CommandList up, down;
+      FERRY_RETURN_IF_ERROR(up.copy(buffers->source, 0, transfers.device_a, 0, size));
+      FERRY_RETURN_IF_ERROR(down.copy(transfers.device_b, 0, buffers->target, 0, size));
+      FERRY_ASSIGN_OR_RETURN(TimelinePoint uploaded, transfers.up.submit(std::move(up)));
+      FERRY_ASSIGN_OR_RETURN(TimelinePoint downloaded, transfers.down.submit(std::move(down)));
+      FERRY_RETURN_IF_ERROR(uploaded.wait(kWaitTimeout));
+      return downloaded.wait(kWaitTimeout);
+    };
+    FERRY_ASSIGN_OR_RETURN(Timing h2d, time_each(settings, [&] {
+                             return copy_and_wait(transfers.up, buffers->source,
+                                                  transfers.device_a, size);
+                           }));
+    FERRY_ASSIGN_OR_RETURN(Timing d2h, time_each(settings, [&] {
+                             return copy_and_wait(transfers.down, transfers.device_a,
+                                                  buffers->target, size);
+                           }));
+    FERRY_ASSIGN_OR_RETURN(Timing both_ways, time_each(settings, both));
+    const double h2d_gbps = gbps(size, Dir::h2d, h2d.median_seconds);
+    const double d2h_gbps = gbps(size, Dir::d2h, d2h.median_seconds);
+    if (origin == HostOrigin::own) {
+      own_h2d = h2d_gbps;
+      own_d2h = d2h_gbps;
+    }
+    section.add_row({name, h2d_gbps, d2h_gbps, gbps(size, Dir::both, both_ways.median_seconds),
+                     h2d_gbps / own_h2d, d2h_gbps / own_d2h});
+  }
+  section.notes.push_back(
+      "registered: register_host_memory (cudaHostRegister, VK_EXT_external_memory_host); both: "
+      "H2D and D2H at once on the upload and download queues, total GB/s");
+  bench.publish();
+  return ok_status();
 }
 
 // The size's ratios, as lines of the summary (subject, text): against ferry's plain paths, and
@@ -374,12 +583,39 @@ void add_method(Report& report, const Options& options, bool cuda) {
 // After the sizes: the CPU cost of a small transfer, and what the staging pools did.
 Status add_overhead_and_pools(Bench& bench, const Transfers& transfers) {
   FERRY_RETURN_IF_ERROR(bench.progress("measuring the per-transfer CPU overhead"));
-  Result<double> overhead = measure_submit_overhead_us(bench.device);
+  Result<SubmitOverhead> overhead = measure_submit_overhead(bench.device);
   if (!overhead.ok()) return overhead.status().with_context("measuring the submit overhead");
   Section& section =
       bench.report.add_section("Per-transfer CPU overhead of the pool path", "overhead");
-  section.fields = {{"acquire + record + submit of a 4 KiB copy (mean of 2000)",
-                     "submit_overhead_us", *overhead, Unit::us}};
+  section.fields = {
+      {"acquire + record + submit of a 4 KiB copy, per call (median of 2048)",
+       "submit_overhead_us", overhead->per_call_median_us, Unit::us},
+      {"the same, mean", "submit_overhead_mean_us", overhead->per_call_mean_us, Unit::us},
+      {"of which acquire + record (median, the list dropped unsubmitted)", "record_overhead_us",
+       overhead->record_median_us, Unit::us},
+      {"sustained, 2000 back to back without waiting (mean)", "submit_sustained_us",
+       overhead->sustained_us, Unit::us},
+      {"per copy, " + std::to_string(kOverheadBatch) + " copies in one submission (median)",
+       "submit_batched_us", overhead->batched_median_us, Unit::us}};
+  if (bench.device.backend() == Backend::cuda) {
+    const CudaSubmitCost floor =
+        measure_cuda_submit_cost(bench.device_index(), kOverheadBytes, kOverheadBurst, 2048);
+    FERRY_RETURN_IF_ERROR(check_interrupt());
+    if (floor.available) {
+      section.fields.push_back({"plain CUDA, per call: cudaMemcpyAsync of 4 KiB (median)",
+                                "cuda_memcpy_us", floor.memcpy_us, Unit::us});
+      section.fields.push_back({"plain CUDA, per call: the same with cudaMemcpyDefault (median)",
+                                "cuda_memcpy_default_us", floor.memcpy_default_us, Unit::us});
+      section.fields.push_back({"plain CUDA, per call: cudaMemcpyAsync + cudaEventRecord (median)",
+                                "cuda_memcpy_event_us", floor.memcpy_event_us, Unit::us});
+    } else {
+      section.notes.push_back("no plain CUDA floor: " + floor.reason);
+    }
+  }
+  section.notes.push_back(
+      "per call: each call timed alone, in bursts of " + std::to_string(kOverheadBurst) +
+          " with the queue drained between bursts (untimed); sustained: the GPU's time per "
+          "small copy bounds it once the driver's queue is full");
 
   Section& pools = bench.report.add_section("Staging pools", "staging_pools");
   pools.columns = {{"pool", "pool"}, {"capacity", "capacity_bytes", Unit::bytes},
@@ -422,6 +658,9 @@ Status run_transfer(Bench& bench) {
       {"best s", "best_seconds", Unit::seconds}, {"median", "median_gbps", Unit::gbps},
       {"best", "best_gbps", Unit::gbps}};
   FERRY_RETURN_IF_ERROR(measure(bench, sizes, transfers, results));
+  if (!options.flag("--no-origins")) {
+    FERRY_RETURN_IF_ERROR(measure_origins(bench, transfers, bench.number("--origin-size")));
+  }
   FERRY_RETURN_IF_ERROR(add_overhead_and_pools(bench, transfers));
   return bench.end_skipped(false);
 }
@@ -446,8 +685,10 @@ const Command kBenchTransfer = {
         "  both            pool H2D and D2H at once on the upload and download queues\n"
         "and on CUDA devices cudaMemcpyAsync (pinned) and cudaMemcpy (pageable). Each case is\n"
         "checked once with random bytes (exit 1 on a mismatch), then timed: median GB/s, and us\n"
-        "per transfer up to 1 MiB, one table per size as soon as it is measured. Then a small\n"
-        "pooled transfer's CPU time and pool statistics.\n",
+        "per transfer up to 1 MiB, one table per size as soon as it is measured. Then direct\n"
+        "copies from host memory of several origins (the backend's own, ordinary pages\n"
+        "registered, cudaHostAlloc pages registered with a non-CUDA device), a small pooled\n"
+        "transfer's CPU time and pool statistics.\n",
     .options = kOptions,
     .run = run,
 };

@@ -256,10 +256,10 @@ Status CudaDevice::submit(QueueKind queue, const backend::Submission& submission
   // submission is published, so nothing is ever reported complete.
   // Tracing: report what completed, and time this one (after its waits, around its commands).
   StreamTimer& timer = timers_[queue_index];
-  std::optional<StreamTimer::Pair> timed;
+  std::optional<StreamTimer::Marks> timed;
   if (timer.active() && submission.id != 0 && !submission.commands.empty()) {
     timer.collect_batch();
-    timed = timer.take();
+    timed = timer.take(!submission.waits.empty());
   }
   auto fail = [&give_back_events, &timer, &timed](Status status) {
     give_back_events();
@@ -273,7 +273,7 @@ Status CudaDevice::submit(QueueKind queue, const backend::Submission& submission
       return fail(std::move(status));
     }
   }
-  if (timed) {
+  if (timed && timed->start != nullptr) {
     if (const cudaError_t error = cudaEventRecord(timed->start, stream); error != cudaSuccess) {
       return fail(cuda_status(error, "cudaEventRecord (trace: a submission's start)"));
     }

@@ -1,5 +1,6 @@
 #include "stream_timer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "status.hpp"
@@ -10,97 +11,170 @@ namespace {
 // How often the anchor is taken again (cudaEventElapsedTime's float milliseconds: 60 ns steps a
 // second after the anchor).
 constexpr std::int64_t kAnchorEveryNs = 1'000'000'000;
-// Pairs kept for reuse beyond those in flight.
-constexpr std::size_t kMaxFreePairs = 64;
-static_assert(kMaxFreePairs >= StreamTimer::kCollectBatch, "a collected batch is kept for reuse");
+// Polling an anchor's event gives up after this and blocks instead (a busy or slow device).
+constexpr std::int64_t kAnchorPollNs = 1'000'000;
+// Events kept for reuse beyond those in flight.
+constexpr std::size_t kMaxFreeEvents = 128;
+static_assert(kMaxFreeEvents >= 2 * StreamTimer::kCollectBatch, "a collected batch is kept");
 
-void destroy_pair(const StreamTimer::Pair& pair) {
-  if (pair.start != nullptr) (void)cudaEventDestroy(pair.start);
-  if (pair.end != nullptr) (void)cudaEventDestroy(pair.end);
+// A query that found an event not yet complete leaves cudaErrorNotReady as the thread's last
+// error; cleared so that the application's own cudaGetLastError checks do not see it (anything
+// else there is not ours to clear).
+void forget_not_ready() {
+  if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
 }
 
 }  // namespace
 
 Status StreamTimer::create(QueueKind kind, backend::ExecutionTimes* times) {
   FERRY_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&anchor_stream_, cudaStreamNonBlocking));
-  FERRY_CUDA_RETURN_IF_ERROR(cudaEventCreate(&anchor_));  // a timing event
+  for (cudaEvent_t& event : anchor_events_) {
+    FERRY_CUDA_RETURN_IF_ERROR(cudaEventCreate(&event));  // timing events
+  }
   kind_ = kind;
   times_ = times;
   return Status();
 }
 
 void StreamTimer::destroy() noexcept {
-  for (const Pending& pending : pending_) destroy_pair(pending.pair);
-  for (const Pair& pair : free_) destroy_pair(pair);
+  for (const Pending& pending : pending_) {
+    give_back_event(pending.marks.start);
+    give_back_event(pending.marks.end);
+  }
   pending_.clear();
+  for (cudaEvent_t event : free_) (void)cudaEventDestroy(event);
   free_.clear();
-  if (anchor_ != nullptr) (void)cudaEventDestroy(anchor_);
+  for (cudaEvent_t& event : anchor_events_) {
+    if (event != nullptr) (void)cudaEventDestroy(event);
+    event = nullptr;
+  }
   if (anchor_stream_ != nullptr) (void)cudaStreamDestroy(anchor_stream_);
   anchor_ = nullptr;
+  anchored_ = false;
   anchor_stream_ = nullptr;
   times_ = nullptr;
+  last_end_ns_.reset();
 }
 
-std::optional<StreamTimer::Pair> StreamTimer::take() {
-  if (!active()) return std::nullopt;
+cudaEvent_t StreamTimer::take_event() {
   if (!free_.empty()) {
-    const Pair pair = free_.back();
+    cudaEvent_t event = free_.back();
     free_.pop_back();
-    return pair;
+    return event;
   }
-  Pair pair;
-  if (cudaEventCreate(&pair.start) != cudaSuccess || cudaEventCreate(&pair.end) != cudaSuccess) {
-    destroy_pair(pair);
+  cudaEvent_t event = nullptr;
+  if (cudaEventCreate(&event) != cudaSuccess) {
     (void)cudaGetLastError();
-    return std::nullopt;
+    return nullptr;
   }
-  return pair;
+  return event;
 }
 
-void StreamTimer::give_back(const Pair& pair) {
-  if (free_.size() < kMaxFreePairs) {
-    free_.push_back(pair);
+void StreamTimer::give_back_event(cudaEvent_t event) {
+  if (event == nullptr) return;
+  if (times_ != nullptr && free_.size() < kMaxFreeEvents) {
+    free_.push_back(event);
   } else {
-    destroy_pair(pair);
+    (void)cudaEventDestroy(event);
   }
 }
 
-void StreamTimer::submitted(const Pair& pair, std::uint64_t id) { pending_.push_back({pair, id}); }
+std::optional<StreamTimer::Marks> StreamTimer::take(bool waits) {
+  if (!active()) return std::nullopt;
+  // Busy: the newest pending end has not completed, so this submission's commands run right
+  // after it. A failed query (a device error) counts as "may be idle".
+  const bool busy = !waits && !pending_.empty() &&
+                    cudaEventQuery(pending_.back().marks.end) == cudaErrorNotReady;
+  forget_not_ready();
+  Marks marks;
+  marks.end = take_event();
+  if (marks.end == nullptr) return std::nullopt;
+  if (!busy) {
+    marks.start = take_event();
+    if (marks.start == nullptr) {
+      give_back_event(marks.end);
+      return std::nullopt;
+    }
+  }
+  return marks;
+}
+
+void StreamTimer::give_back(const Marks& marks) {
+  give_back_event(marks.start);
+  give_back_event(marks.end);
+}
+
+void StreamTimer::submitted(const Marks& marks, std::uint64_t id) {
+  pending_.push_back({marks, id});
+}
 
 bool StreamTimer::refresh_anchor(std::int64_t now_ns) {
   if (anchored_ && now_ns - anchor_ns_ < kAnchorEveryNs) return true;
-  // On an idle stream of its own the event completes as soon as the GPU sees it: its host time is
-  // within the round trip, taken as the middle of it.
-  const std::int64_t before = detail::trace_now_ns();
-  if (cudaEventRecord(anchor_, anchor_stream_) != cudaSuccess ||
-      cudaEventSynchronize(anchor_) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return anchored_;
+  // On an idle stream of its own an event completes as soon as the GPU sees it: its GPU time lies
+  // within the host's round trip. Most of a round trip is the launch (several microseconds); the
+  // host, polling, sees the completion within about a microsecond. So the anchor's host time is
+  // the end of the round trip: the middle put GPU times ~3 us early on the H100, before their
+  // own dispatch (docs/PERFORMANCE.md). Of a few round trips, each with its own event, the
+  // shortest is kept. The old anchor's event may be recorded again below: it is dropped first.
+  anchored_ = false;
+  std::int64_t best_rtt = -1;
+  for (cudaEvent_t event : anchor_events_) {
+    const std::int64_t before = detail::trace_now_ns();
+    if (cudaEventRecord(event, anchor_stream_) != cudaSuccess) break;
+    cudaError_t state = cudaErrorNotReady;
+    while ((state = cudaEventQuery(event)) == cudaErrorNotReady) {
+      if (detail::trace_now_ns() - before > kAnchorPollNs) {
+        state = cudaEventSynchronize(event);
+        break;
+      }
+    }
+    forget_not_ready();
+    if (state != cudaSuccess) break;
+    const std::int64_t after = detail::trace_now_ns();
+    if (best_rtt < 0 || after - before < best_rtt) {
+      best_rtt = after - before;
+      anchor_ = event;
+      anchor_ns_ = after;
+      anchored_ = true;
+    }
   }
-  anchor_ns_ = before + (detail::trace_now_ns() - before) / 2;
-  anchored_ = true;
-  return true;
+  return anchored_;
+}
+
+std::optional<std::int64_t> StreamTimer::host_time(cudaEvent_t event) const {
+  float from_anchor_ms = 0;
+  if (cudaEventElapsedTime(&from_anchor_ms, anchor_, event) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::nullopt;
+  }
+  return anchor_ns_ + static_cast<std::int64_t>(std::llround(double{from_anchor_ms} * 1e6));
 }
 
 void StreamTimer::collect() {
   while (!pending_.empty()) {
     const Pending done = pending_.front();
-    const cudaError_t state = cudaEventQuery(done.pair.end);
-    if (state == cudaErrorNotReady) break;  // later ones are behind it on the stream
+    const cudaError_t state = cudaEventQuery(done.marks.end);
+    if (state == cudaErrorNotReady) {  // later ones are behind it on the stream
+      forget_not_ready();
+      break;
+    }
     pending_.pop_front();
-    float from_anchor_ms = 0;
-    float length_ms = 0;
     // A timing that fails (a device error) is left out of the trace; the submission's own
     // failure is reported through its timeline.
-    if (state == cudaSuccess && refresh_anchor(detail::trace_now_ns()) &&
-        cudaEventElapsedTime(&from_anchor_ms, anchor_, done.pair.start) == cudaSuccess &&
-        cudaEventElapsedTime(&length_ms, done.pair.start, done.pair.end) == cudaSuccess) {
-      auto ns = [](float ms) { return static_cast<std::int64_t>(std::llround(double{ms} * 1e6)); };
-      const std::int64_t start_ns = anchor_ns_ + ns(from_anchor_ms);
-      times_->submission_ran(kind_, done.id, start_ns, start_ns + ns(length_ms));
+    std::optional<std::int64_t> end_ns;
+    std::optional<std::int64_t> start_ns;
+    if (state == cudaSuccess && refresh_anchor(detail::trace_now_ns())) {
+      end_ns = host_time(done.marks.end);
+      start_ns = done.marks.start != nullptr ? host_time(done.marks.start) : last_end_ns_;
     }
     (void)cudaGetLastError();
-    give_back(done.pair);
+    // A start carried over from the previous submission was put on the clock by an older anchor:
+    // never after this end.
+    if (start_ns && end_ns) {
+      times_->submission_ran(kind_, done.id, std::min(*start_ns, *end_ns), *end_ns);
+    }
+    last_end_ns_ = end_ns;
+    give_back(done.marks);
   }
 }
 

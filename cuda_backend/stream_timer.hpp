@@ -1,12 +1,18 @@
-// Timing a stream's submissions for traces (core/trace.hpp, backend::ExecutionTimes): a pair of
-// timing events per submission, recorded before its first command and after its last, apart
-// from the timelines' events (created without timing, which makes them cheaper to record and to
-// wait on). Read back once the end event has completed (cudaEventQuery, never a wait), and put on
-// the host clock against an anchor: a timing event recorded on a stream of the timer's own and
-// synchronized, whose host time is the middle of that round trip; taken again every second, so
-// the float milliseconds of cudaEventElapsedTime stay precise. Submissions collect in batches
-// (collect_batch): querying every earlier pair on each submission cost ~9 us of CPU per small
-// transfer on the H100 (docs/PERFORMANCE.md, "Tracing cost").
+// Timing a stream's submissions for traces (core/trace.hpp, backend::ExecutionTimes), with timing
+// events apart from the timelines' events (created without timing, which makes them cheaper to
+// record and to wait on). Each submission gets one timing event after its last command. Its start
+// is the end of the submission before it on the stream when the stream was busy at dispatch (the
+// previous end event not yet complete: the commands run right after it); only when the stream
+// may have been idle, or the submission waits on timelines, is a second event recorded before its
+// first command. Timing costs the submitting thread several microseconds per small transfer on
+// the H100 (docs/PERFORMANCE.md, "Tracing cost"), so a busy stream records one event, not two.
+//
+// Events are read back once the end event has completed (cudaEventQuery, never a wait), and put
+// on the host clock against an anchor: a timing event recorded on a stream of the timer's own and
+// polled, whose host time is when the host saw it complete (the shortest of four round trips);
+// taken again every second, so the float milliseconds of cudaEventElapsedTime stay precise.
+// Submissions collect in batches (collect_batch): querying every earlier one on each submission
+// cost ~9 us of CPU per small transfer.
 //
 // Not thread-safe: its device calls it from submissions and from report_execution_times(), which
 // core serializes.
@@ -14,6 +20,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -35,20 +42,21 @@ class StreamTimer {
   void destroy() noexcept;
   bool active() const noexcept { return times_ != nullptr; }
 
-  // Events recorded around one submission.
-  struct Pair {
+  // The events recorded around one submission: `start` only where it is needed (null otherwise).
+  struct Marks {
     cudaEvent_t start = nullptr;
     cudaEvent_t end = nullptr;
   };
-  // A free pair (made when none is), or none when making one fails (it goes untimed).
-  std::optional<Pair> take();
-  void give_back(const Pair& pair);
-  // The submission `id` was enqueued with `pair` around its commands.
-  void submitted(const Pair& pair, std::uint64_t id);
+  // Events for the next submission (made when none are free), or none when making them fails
+  // (it goes untimed). `waits`: whether the submission waits on timelines before its commands.
+  std::optional<Marks> take(bool waits);
+  void give_back(const Marks& marks);
+  // The submission `id` was enqueued with `marks` around its commands.
+  void submitted(const Marks& marks, std::uint64_t id);
   // Reports the submissions whose end event has completed, in order.
   void collect();
   // collect() once kCollectBatch submissions are pending: the submitting thread pays for the
-  // queries (cudaEventQuery, two cudaEventElapsedTime) once per batch instead of per submission.
+  // queries (cudaEventQuery, cudaEventElapsedTime) once per batch instead of per submission.
   void collect_batch() {
     if (pending_.size() >= kCollectBatch) collect();
   }
@@ -56,20 +64,28 @@ class StreamTimer {
 
  private:
   struct Pending {
-    Pair pair;
+    Marks marks;
     std::uint64_t id = 0;
   };
   // A fresh anchor when the last is old (or there is none); false when none can be had.
   bool refresh_anchor(std::int64_t now_ns);
+  cudaEvent_t take_event();
+  void give_back_event(cudaEvent_t event);
+  // Host nanoseconds of a completed event, or nothing when it cannot be timed.
+  std::optional<std::int64_t> host_time(cudaEvent_t event) const;
 
   QueueKind kind_ = QueueKind::compute;
   backend::ExecutionTimes* times_ = nullptr;
   cudaStream_t anchor_stream_ = nullptr;
-  cudaEvent_t anchor_ = nullptr;
+  std::array<cudaEvent_t, 4> anchor_events_ = {};  // one per try (refresh_anchor)
+  cudaEvent_t anchor_ = nullptr;                    // the best try's, when anchored_
   std::int64_t anchor_ns_ = 0;
   bool anchored_ = false;
-  std::vector<Pair> free_;
+  std::vector<cudaEvent_t> free_;
   std::deque<Pending> pending_;
+  // The end of the last collected submission (a later one without a start event begins there),
+  // or nothing when it could not be timed.
+  std::optional<std::int64_t> last_end_ns_;
 };
 
 }  // namespace ferry::cuda

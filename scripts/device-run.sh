@@ -22,6 +22,11 @@
 #   vulkan-queues  the Vulkan ingress and compute-bound egress benches with queues placed
 #              elsewhere (FERRY_VULKAN_QUEUES) and with the copy shader
 #   trace-cost  the transfer bench (64K, 16M) twice without and twice with --trace per backend
+#   cpu-profile  the transfer bench at 64K under perf per backend (logs/perf-<backend>.txt), where
+#              perf exists
+#   vulkan-gap  issue 15's rows: the transfer bench (64K, 16M, 256M; host-memory origins at 256M;
+#              per-call CPU cost) on cuda and vulkan, off and on --trace, then the ingress
+#              (64x224x224x3) and compute-bound egress benches, FERRY_GAP_ROUNDS rounds (2)
 #   conformance-copies  the transfer and pipeline conformance cases on Vulkan with the copy
 #              shader on compute-family upload and download queues, validation on
 #   sanitize-copies  memcheck of the transfer, pipeline and trace cases on CUDA (a short sanitize)
@@ -65,10 +70,11 @@ fill_rows() {
 failed=0
 step() {  # step NAME COMMAND...: runs it, logs to logs/NAME.log, one summary line
   local name=$1; shift
-  local start=$SECONDS
+  local start=$SECONDS started
+  started=$(date -u +%T)
   "$@" >"$out/logs/$name.log" 2>&1
   local rc=$?
-  printf '%-22s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" \
+  printf '%s %-22s rc=%-3s %4ss  %s\n' "$started" "$name" "$rc" "$((SECONDS - start))" \
     "$(grep -E 'test cases:|ERROR SUMMARY|round trip' "$out/logs/$name.log" | tail -n 1)" | tee -a "$out/summary.txt"
   [ "$rc" -eq 0 ] || failed=1
 }
@@ -97,6 +103,11 @@ traced_benches() {
 }
 
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } >"$out/summary.txt" 2>&1
+# The GPUs' clocks, power state and PCIe link every 200 ms (logs/gpu-state.csv), to tell a slow
+# phase of a bench from the device changing state under it.
+nvidia-smi --query-gpu=timestamp,index,pstate,clocks.sm,clocks.mem,pcie.link.gen.current,pcie.link.width.current,power.draw,utilization.gpu,temperature.gpu \
+  --format=csv -lms 200 >"$out/logs/gpu-state.csv" 2>&1 &
+sampler=$!
 for s in $steps; do
   case $s in
     check)
@@ -281,6 +292,41 @@ for s in $steps; do
         done
       done
       ;;
+    vulkan-gap)
+      # Issue 15's rows on both backends: the transfer bench (with its host-memory origin table
+      # and per-call CPU cost) twice without and twice with --trace, the backends alternating.
+      for round in $(seq "${FERRY_GAP_ROUNDS:-2}"); do
+        for b in cuda vulkan; do
+          for t in off on; do
+            trace_args=()
+            [ $t = on ] && trace_args=(--trace /tmp/gap-$b.json)
+            step "gap-$b-$t-$round" "$bin/ferry" bench transfer --backend "$b" \
+              --sizes 64K,16M,256M --origin-size 256M --min-time-ms 100 "${trace_args[@]}"
+          done
+          step "gap-$b-ingress-$round" "$bin/ferry" bench ingress --backend "$b" \
+            --shapes 64x224x224x3 --min-time-ms 300
+          step "gap-$b-egress-$round" "$bin/ferry" bench egress --backend "$b" --settings compute \
+            --steps 20
+          for kind in ingress egress; do
+            grep -E '^  ratio  ' "$out/logs/gap-$b-$kind-$round.log" | sed "s/^  ratio/  $b ratio/" >>"$out/summary.txt"
+          done
+        done
+      done
+      ;;
+    cpu-profile)
+      # Where the CPU time of small submissions goes: the transfer bench at 64K under perf (when
+      # the machine has it), per backend; the report's top entries in logs/perf-<backend>.txt.
+      if command -v perf >/dev/null; then
+        for b in cuda vulkan; do
+          step "perf-$b" perf record -F 20000 -g -o /tmp/perf-$b.data "$bin/ferry" bench transfer \
+            --backend "$b" --sizes 64K --no-origins --min-time-ms 50
+          perf report -i /tmp/perf-$b.data --stdio --no-children --percent-limit 0.7 \
+            >"$out/logs/perf-$b.txt" 2>&1
+        done
+      else
+        echo "no perf on this machine ($(command -v valgrind gdb ltrace | tr '\n' ' '))" | tee -a "$out/summary.txt"
+      fi
+      ;;
     conformance-copies)
       step conformance-shader-copies env FERRY_BACKENDS=vulkan FERRY_REQUIRE=vulkan FERRY_VALIDATION=1 \
         FERRY_VULKAN_COPIES=shader FERRY_VULKAN_QUEUES=upload=2.0,download=2.1 "$bin/ferry_conformance" \
@@ -294,6 +340,7 @@ for s in $steps; do
     *) echo "unknown step $s" >&2; failed=1 ;;
   esac
 done
+kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
 if [ -d "$out/reports" ]; then
   tar czf "$out/reports.tar.gz" -C "$out" reports && rm -rf "$out/reports"
 fi

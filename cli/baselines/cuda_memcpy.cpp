@@ -114,6 +114,46 @@ CudaMemcpyBaseline measure_cuda_memcpy(int device, std::uint64_t bytes,
   return with_status(std::move(out), status);
 }
 
+CudaSubmitCost measure_cuda_submit_cost(int device, std::uint64_t bytes, std::uint64_t burst,
+                                        std::uint64_t calls) {
+  CudaSubmitCost out;
+  const auto n = static_cast<std::size_t>(bytes);
+  CudaResources cuda;
+  std::vector<cudaEvent_t> events;
+  const Status status = [&]() -> Status {
+    FERRY_RETURN_IF_ERROR(cuda.create(device, n, 1, 1, 1));
+    cudaStream_t stream = cuda.streams[0];
+    for (std::uint64_t i = 0; i < burst; ++i) {
+      FERRY_RETURN_IF_ERROR(cuda_status(
+          "cudaEventCreateWithFlags",
+          cudaEventCreateWithFlags(&events.emplace_back(), cudaEventDisableTiming)));
+    }
+    auto per_call = [&](bool with_event, cudaMemcpyKind kind, double& median_us) -> Status {
+      const Repetition call = [&](std::uint64_t i) -> Result<double> {
+        if (i % burst == 0) FERRY_RETURN_IF_ERROR(sync(stream));
+        return wall_time([&]() -> Status {
+          FERRY_RETURN_IF_ERROR(cuda_status(
+              "cudaMemcpyAsync",
+              cudaMemcpyAsync(cuda.device[0], cuda.pinned[0], n, kind, stream)));
+          if (!with_event) return ok_status();
+          return cuda_status("cudaEventRecord", cudaEventRecord(events[i % burst], stream));
+        });
+      };
+      FERRY_ASSIGN_OR_RETURN(Timing timing,
+                             repeat(exactly(burst, calls), call, [&] { return sync(stream); }));
+      median_us = timing.median_seconds * 1e6;
+      return sync(stream);
+    };
+    FERRY_RETURN_IF_ERROR(per_call(false, cudaMemcpyHostToDevice, out.memcpy_us));
+    FERRY_RETURN_IF_ERROR(per_call(false, cudaMemcpyDefault, out.memcpy_default_us));
+    return per_call(true, cudaMemcpyHostToDevice, out.memcpy_event_us);
+  }();
+  for (cudaEvent_t event : events) {
+    if (event != nullptr) cudaEventDestroy(event);
+  }
+  return with_status(std::move(out), status);
+}
+
 CudaCopyBaseline measure_cuda_memcpy_d2d(int device, std::uint64_t bytes, std::uint32_t commands,
                                          const RepeatSettings& settings) {
   CudaCopyBaseline out;
@@ -186,6 +226,20 @@ CudaNaiveEgress measure_cuda_naive_egress(int device, std::uint64_t bytes, doubl
   return with_status(std::move(out), status);
 }
 
+Result<CudaPinnedHostMemory> CudaPinnedHostMemory::allocate(std::uint64_t bytes) {
+  CudaPinnedHostMemory memory;
+  void* data = nullptr;
+  FERRY_RETURN_IF_ERROR(cuda_status(
+      "cudaHostAlloc", cudaHostAlloc(&data, static_cast<std::size_t>(bytes), cudaHostAllocPortable)));
+  memory.data_ = static_cast<std::byte*>(data);
+  memory.size_ = bytes;
+  return memory;
+}
+
+CudaPinnedHostMemory::~CudaPinnedHostMemory() {
+  if (data_ != nullptr) cudaFreeHost(data_);
+}
+
 }  // namespace ferry::cli
 
 #else  // without the CUDA backend: no baseline
@@ -202,10 +256,20 @@ CudaCopyBaseline measure_cuda_memcpy_d2d(int, std::uint64_t, std::uint32_t, cons
   return {.reason = kNoCuda};
 }
 
+CudaSubmitCost measure_cuda_submit_cost(int, std::uint64_t, std::uint64_t, std::uint64_t) {
+  return {.reason = kNoCuda};
+}
+
 CudaNaiveEgress measure_cuda_naive_egress(int, std::uint64_t, double, std::uint32_t, std::uint32_t,
                                           const CudaNaiveHostWork&) {
   return {.reason = kNoCuda};
 }
+
+Result<CudaPinnedHostMemory> CudaPinnedHostMemory::allocate(std::uint64_t) {
+  return Status(ErrorCode::unavailable, kNoCuda);
+}
+
+CudaPinnedHostMemory::~CudaPinnedHostMemory() = default;
 
 }  // namespace ferry::cli
 

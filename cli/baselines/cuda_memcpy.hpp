@@ -10,6 +10,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "bench_common.hpp"
 
@@ -26,6 +27,23 @@ struct CudaMemcpyBaseline {
 
 CudaMemcpyBaseline measure_cuda_memcpy(int device, std::uint64_t bytes,
                                        const RepeatSettings& settings);
+
+// The CUDA runtime's own CPU cost of a small pinned upload, the floor under ferry's per-call
+// cost on CUDA: `bytes` from pinned memory to the device, each call timed alone in bursts of
+// `burst` with the stream synchronized between bursts (untimed). Medians in microseconds.
+struct CudaSubmitCost {
+  bool available = false;
+  std::string reason;
+  double memcpy_us = std::numeric_limits<double>::quiet_NaN();  // cudaMemcpyAsync
+  // the same with cudaMemcpyDefault (the runtime looks both pointers up)
+  double memcpy_default_us = std::numeric_limits<double>::quiet_NaN();
+  // cudaMemcpyAsync + cudaEventRecord of an event without timing (what a ferry submission with
+  // one timeline signal asks of the runtime)
+  double memcpy_event_us = std::numeric_limits<double>::quiet_NaN();
+};
+
+CudaSubmitCost measure_cuda_submit_cost(int device, std::uint64_t bytes, std::uint64_t burst,
+                                        std::uint64_t calls);
 
 // `commands` cudaMemcpyAsync of `bytes` between device buffers on one stream, then
 // cudaStreamSynchronize.
@@ -59,5 +77,27 @@ using CudaNaiveHostWork = std::function<Status(std::uint64_t step, std::span<con
 CudaNaiveEgress measure_cuda_naive_egress(int device, std::uint64_t bytes, double compute_ms,
                                           std::uint32_t warmup, std::uint32_t steps,
                                           const CudaNaiveHostWork& host_work);
+
+// Host memory pinned by cudaHostAlloc (portable: pinned for every CUDA device), for benches
+// that hand the same pages to another backend (register_host_memory) to tell the memory apart
+// from the backend that copies it. Freed by the destructor.
+class CudaPinnedHostMemory {
+ public:
+  static Result<CudaPinnedHostMemory> allocate(std::uint64_t bytes);
+  CudaPinnedHostMemory() = default;
+  CudaPinnedHostMemory(CudaPinnedHostMemory&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  CudaPinnedHostMemory& operator=(CudaPinnedHostMemory&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+    return *this;
+  }
+  ~CudaPinnedHostMemory();
+  std::span<std::byte> span() const { return {data_, static_cast<std::size_t>(size_)}; }
+
+ private:
+  std::byte* data_ = nullptr;
+  std::uint64_t size_ = 0;
+};
 
 }  // namespace ferry::cli

@@ -35,6 +35,7 @@ class VulkanBuffer final : public backend::BackendBuffer {
 
   std::byte* host_data() noexcept override { return mapped_; }
   bool host_visible() const noexcept { return mapped_ != nullptr; }
+  std::uintptr_t host_address() const noexcept { return reinterpret_cast<std::uintptr_t>(mapped_); }
   VkBuffer handle() const noexcept { return buffer_; }
   std::uint64_t allocated_size() const noexcept { return allocated_size_; }
 

@@ -152,6 +152,14 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
 
   for (std::size_t kind = 0; kind < queues_.size(); ++kind) {
     FERRY_RETURN_IF_ERROR(queues_[kind].create(context_, plan.queues[kind]));
+    // Logical queues on one VkQueue share its hazards: the first kind's.
+    hazards_of_[kind] = kind;
+    for (std::size_t earlier = 0; earlier < kind; ++earlier) {
+      if (queues_[earlier].native() == queues_[kind].native()) {
+        hazards_of_[kind] = hazards_of_[earlier];
+        break;
+      }
+    }
   }
   return create_pipelines(std::make_index_sequence<ops::kOpCount>());
 }
@@ -216,6 +224,8 @@ Result<std::unique_ptr<backend::BackendTimeline>> VulkanDevice::create_timeline(
 
 Status VulkanDevice::submit(QueueKind queue_kind, const backend::Submission& submission) {
   LogicalQueue& queue = queues_[static_cast<std::size_t>(queue_kind)];
+  QueueHazards& hazards = hazards_[hazards_of_[static_cast<std::size_t>(queue_kind)]];
+  QueueHazards::Plan hazard_plan;
   VkCommandBuffer command_buffer = VK_NULL_HANDLE;
   std::optional<TimestampPair> timed;
   if (!submission.commands.empty()) {
@@ -230,17 +240,36 @@ Status VulkanDevice::submit(QueueKind queue_kind, const backend::Submission& sub
       return acquired.status();
     }
     command_buffer = *acquired;
+    hazards.forget_reached([](void* timeline) {
+      return static_cast<VulkanTimeline*>(static_cast<backend::BackendTimeline*>(timeline))
+          ->known_reached();
+    });
+    hazard_plan = plan_order(hazards, submission.commands);
     const Status recorded =
         record_commands(context_, pipelines_,
                         shader_copies_[static_cast<std::size_t>(queue_kind)] ? &copy_shader_ : nullptr,
-                        command_buffer, submission.commands, timed);
+                        command_buffer, submission.commands, hazard_plan.start_barrier, timed);
     if (!recorded.ok()) {
       queue.release_unsubmitted(command_buffer);
       queue.release_timestamps(timed);
       return recorded;
     }
   }
-  return queue.submit(command_buffer, submission.waits, submission.signals, timed, submission.id);
+  // The earlier submission this one must follow (QueueHazards: a progress value of this VkQueue).
+  std::optional<backend::TimelineValue> order_wait;
+  if (hazard_plan.wait) {
+    order_wait = backend::TimelineValue{
+        static_cast<backend::BackendTimeline*>(hazard_plan.wait.timeline),
+        hazard_plan.wait.value};
+  }
+  FERRY_RETURN_IF_ERROR(queue.submit(command_buffer, submission.waits, submission.signals, timed,
+                                     submission.id, order_wait));
+  if (command_buffer != VK_NULL_HANDLE) {
+    // The last signal is the submission's progress value (backend::Submission).
+    const backend::TimelineValue& progress = submission.signals.back();
+    hazards.submitted(std::move(hazard_plan), {progress.timeline, progress.value});
+  }
+  return Status();
 }
 
 Status VulkanDevice::enable_execution_timing(backend::ExecutionTimes* times) {

@@ -14,6 +14,7 @@
 #include "vulkan/physical_devices.hpp"
 #include "vulkan/instance.hpp"
 #include "vulkan/queue.hpp"
+#include "vulkan/queue_hazards.hpp"
 
 namespace ferry::vulkan {
 
@@ -69,6 +70,10 @@ class VulkanDevice final : public backend::BackendDevice {
   DeviceInfo info_;
   DeviceContext context_;
   std::array<LogicalQueue, kQueueKindCount> queues_;
+  // What each VkQueue needs before its next command buffer (queue_hazards.hpp); hazards_of_ maps
+  // a queue kind to the entry of its VkQueue.
+  std::array<QueueHazards, kQueueKindCount> hazards_;
+  std::array<std::size_t, kQueueKindCount> hazards_of_{};
   std::array<std::uint32_t, kQueueKindCount> timestamp_bits_{};  // of each queue's family
   OpPipelines pipelines_;  // made for the ops the device supports
   // Host<->device copies by a compute shader (FERRY_VULKAN_COPIES=shader), on the queues whose

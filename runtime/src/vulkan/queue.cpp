@@ -77,7 +77,8 @@ Status LogicalQueue::collect_times() {
 Status LogicalQueue::submit(VkCommandBuffer command_buffer,
                             std::span<const backend::TimelineValue> waits,
                             std::span<const backend::TimelineValue> signals,
-                            const std::optional<TimestampPair>& timed, std::uint64_t id) {
+                            const std::optional<TimestampPair>& timed, std::uint64_t id,
+                            const std::optional<backend::TimelineValue>& order_wait) {
   auto semaphore_info = [](const backend::TimelineValue& point) {
     VkSemaphoreSubmitInfo info{};
     info.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SUBMIT_INFO;
@@ -88,8 +89,9 @@ Status LogicalQueue::submit(VkCommandBuffer command_buffer,
     return info;
   };
   std::vector<VkSemaphoreSubmitInfo> wait_infos;
-  wait_infos.reserve(waits.size());
+  wait_infos.reserve(waits.size() + 1);
   for (const backend::TimelineValue& wait : waits) wait_infos.push_back(semaphore_info(wait));
+  if (order_wait) wait_infos.push_back(semaphore_info(*order_wait));
   std::vector<VkSemaphoreSubmitInfo> signal_infos;
   signal_infos.reserve(signals.size());
   for (const backend::TimelineValue& signal : signals) signal_infos.push_back(semaphore_info(signal));

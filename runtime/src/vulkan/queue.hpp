@@ -41,9 +41,11 @@ class LogicalQueue {
   // Waits and signals act at ALL_COMMANDS. On error nothing was submitted and the command buffer
   // is back in the free list. `timed`: the command buffer writes these timestamps, for the
   // submission `id` (the timer reports it once it has completed).
+  // `order_wait`: one more wait, on a progress value of this VkQueue (queue_hazards.hpp).
   Status submit(VkCommandBuffer command_buffer, std::span<const backend::TimelineValue> waits,
                 std::span<const backend::TimelineValue> signals,
-                const std::optional<TimestampPair>& timed = std::nullopt, std::uint64_t id = 0);
+                const std::optional<TimestampPair>& timed = std::nullopt, std::uint64_t id = 0,
+                const std::optional<backend::TimelineValue>& order_wait = std::nullopt);
 
   // Tracing: times this queue's submissions from now on; unavailable, saying why, where the
   // queue cannot be timed.
@@ -60,6 +62,7 @@ class LogicalQueue {
   Status collect_times();
 
   const QueueAssignment& assignment() const noexcept { return assignment_; }
+  VkQueue native() const noexcept { return queue_; }
 
  private:
   struct InFlight {

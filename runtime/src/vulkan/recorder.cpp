@@ -1,6 +1,7 @@
 #include "vulkan/recorder.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -126,19 +127,28 @@ Status record_op(const OpPipelines& pipelines, VkCommandBuffer command_buffer,
       op.args);
 }
 
+// The memory a copy touches on one side (queue_hazards.hpp).
+MemoryAccess copy_side(const backend::BackendBuffer* buffer, std::uint64_t offset,
+                       std::uint64_t size, bool write) {
+  const auto* vulkan_buffer = static_cast<const VulkanBuffer*>(buffer);
+  return copy_memory(vulkan_buffer->host_visible(), vulkan_buffer->host_address(),
+                     reinterpret_cast<std::uint64_t>(vulkan_buffer->handle()), offset, size, write);
+}
+
 // Records between vkBeginCommandBuffer and vkEndCommandBuffer.
 Status record_body(const DeviceContext& context, const OpPipelines& pipelines,
                    const CopyShader* copy_shader, VkCommandBuffer command_buffer,
-                   std::span<const backend::Command> commands) {
+                   std::span<const backend::Command> commands, bool start_barrier) {
   const VolkDeviceTable& vk = context.vk;
-  // Earlier submissions on this VkQueue, whatever they did.
-  VkMemoryBarrier2 start{};
-  start.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2;
-  start.srcStageMask = VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT;
-  start.srcAccessMask = VK_ACCESS_2_MEMORY_WRITE_BIT;
-  start.dstStageMask = VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT;
-  start.dstAccessMask = VK_ACCESS_2_MEMORY_READ_BIT | VK_ACCESS_2_MEMORY_WRITE_BIT;
-  record_memory_barrier(vk, command_buffer, start);
+  if (start_barrier) {  // earlier submissions on this VkQueue, whatever they did
+    VkMemoryBarrier2 start{};
+    start.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2;
+    start.srcStageMask = VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT;
+    start.srcAccessMask = VK_ACCESS_2_MEMORY_WRITE_BIT;
+    start.dstStageMask = VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT;
+    start.dstAccessMask = VK_ACCESS_2_MEMORY_READ_BIT | VK_ACCESS_2_MEMORY_WRITE_BIT;
+    record_memory_barrier(vk, command_buffer, start);
+  }
 
   // Stages and accesses of the whole submission (only those its queue supports).
   std::vector<CommandAccess> accesses;
@@ -195,9 +205,27 @@ Status record_body(const DeviceContext& context, const OpPipelines& pipelines,
 
 }  // namespace
 
+QueueHazards::Plan plan_order(const QueueHazards& hazards,
+                              std::span<const backend::Command> commands) {
+  std::vector<MemoryAccess> accesses;
+  accesses.reserve(2 * commands.size());
+  bool copies_only = true;
+  for (const backend::Command& command : commands) {
+    backend::visit_command(
+        command,
+        [&](const backend::CopyCommand& copy) {
+          accesses.push_back(copy_side(copy.src, copy.src_offset, copy.size, false));
+          accesses.push_back(copy_side(copy.dst, copy.dst_offset, copy.size, true));
+        },
+        [&](const backend::OpCommand&) { copies_only = false; });
+    if (!copies_only) return hazards.plan(false, {});
+  }
+  return hazards.plan(true, std::move(accesses));
+}
+
 Status record_commands(const DeviceContext& context, const OpPipelines& pipelines,
                        const CopyShader* copy_shader, VkCommandBuffer command_buffer,
-                       std::span<const backend::Command> commands,
+                       std::span<const backend::Command> commands, bool start_barrier,
                        const std::optional<TimestampPair>& timed) {
   const VolkDeviceTable& vk = context.vk;
   VkCommandBufferBeginInfo begin_info{};
@@ -208,7 +236,8 @@ Status record_commands(const DeviceContext& context, const OpPipelines& pipeline
     vk.vkCmdWriteTimestamp2(command_buffer, VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT, timed->pool,
                             timed->first);
   }
-  Status recorded = record_body(context, pipelines, copy_shader, command_buffer, commands);
+  Status recorded =
+      record_body(context, pipelines, copy_shader, command_buffer, commands, start_barrier);
   if (recorded.ok() && timed) {
     vk.vkCmdWriteTimestamp2(command_buffer, VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT, timed->pool,
                             timed->first + 1);

@@ -45,6 +45,7 @@ Result<std::uint64_t> VulkanTimeline::value() {
   std::uint64_t value = 0;
   FERRY_VK_RETURN_IF_ERROR(
       context_.vk.vkGetSemaphoreCounterValue(context_.device, semaphore_, &value));
+  note_reached(value);
   return value;
 }
 
@@ -54,6 +55,7 @@ Status VulkanTimeline::host_signal(std::uint64_t value) {
   signal_info.semaphore = semaphore_;
   signal_info.value = value;
   FERRY_VK_RETURN_IF_ERROR(context_.vk.vkSignalSemaphore(context_.device, &signal_info));
+  note_reached(value);
   return Status();
 }
 
@@ -68,7 +70,10 @@ Status VulkanTimeline::host_wait(std::uint64_t value, Timeout timeout) {
     std::uint64_t reached = 0;
     FERRY_VK_RETURN_IF_ERROR(
         context_.vk.vkGetSemaphoreCounterValue(context_.device, semaphore_, &reached));
-    if (reached >= value) return Status();
+    if (reached >= value) {
+      note_reached(reached);
+      return Status();
+    }
     if (std::chrono::steady_clock::now() - start >= spin) break;
     std::this_thread::yield();
   }
@@ -92,6 +97,7 @@ Status VulkanTimeline::host_wait(std::uint64_t value, Timeout timeout) {
                                           " ns");
   }
   if (waited != VK_SUCCESS) return vk_status(waited, "vkWaitSemaphores");
+  note_reached(value);
   return Status();
 }
 

@@ -30,6 +30,11 @@ class VulkanTimeline final : public backend::BackendTimeline {
   Status host_wait(std::uint64_t value, Timeout timeout) override;
 
   VkSemaphore handle() const noexcept { return semaphore_; }
+  // The largest value the host has seen reached (by value() or host_wait()), without asking the
+  // driver: a lower bound of the semaphore's value.
+  std::uint64_t known_reached() const noexcept {
+    return known_reached_.load(std::memory_order_relaxed);
+  }
   // Called after a submission that signals `value` was accepted by vkQueueSubmit2.
   void note_device_signal(std::uint64_t value) noexcept {
     std::uint64_t seen = last_device_signal_.load(std::memory_order_relaxed);
@@ -45,6 +50,13 @@ class VulkanTimeline final : public backend::BackendTimeline {
   const DeviceContext& context_;
   VkSemaphore semaphore_ = VK_NULL_HANDLE;
   std::atomic<std::uint64_t> last_device_signal_{0};
+  std::atomic<std::uint64_t> known_reached_{0};
+  void note_reached(std::uint64_t value) noexcept {
+    std::uint64_t seen = known_reached_.load(std::memory_order_relaxed);
+    while (seen < value &&
+           !known_reached_.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+    }
+  }
 };
 
 }  // namespace ferry::vulkan
