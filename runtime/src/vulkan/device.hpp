@@ -74,6 +74,7 @@ class VulkanDevice final : public backend::BackendDevice {
   // a queue kind to the entry of its VkQueue.
   std::array<QueueHazards, kQueueKindCount> hazards_;
   std::array<std::size_t, kQueueKindCount> hazards_of_{};
+  bool order_by_hazards_ = true;  // false: the start barrier on every submission (CPU devices)
   std::array<std::uint32_t, kQueueKindCount> timestamp_bits_{};  // of each queue's family
   OpPipelines pipelines_;  // made for the ops the device supports
   // Host<->device copies by a compute shader (FERRY_VULKAN_COPIES=shader), on the queues whose

@@ -19,8 +19,9 @@
 // the host has seen reached): ferry takes host-observed completion as ordering a later submission
 // after the work everywhere, across queues too, as CUDA does.
 //
-// One per VkQueue: logical queues that share a VkQueue (lavapipe has one) share it, and their
-// progress timelines serve alike (each signal covers the whole VkQueue before it).
+// One per VkQueue: logical queues that share a VkQueue share it, and their progress timelines
+// serve alike (each signal covers the whole VkQueue before it). Software devices (lavapipe) do
+// not use it: they keep the barrier on every submission (vulkan/device.cpp says why).
 #pragma once
 
 #include <cstdint>
