@@ -247,11 +247,11 @@ struct Results {
   }
 };
 
-// CPU time per small pooled transfer as an application issues it (lease, record, submit).
-// Three figures:
+// CPU time per small pooled transfer as an application issues it (lease, record, submit):
 // - per call: each acquire + record + submit timed alone, in bursts of kOverheadBurst with the
 //   queue drained between bursts (untimed), so that the GPU's own rate for small copies never
-//   holds the caller back: the CPU cost itself (median and mean).
+//   holds the caller back: the CPU cost itself (median and mean); and acquire + record alone,
+//   the list dropped unsubmitted.
 // - sustained: 2000 back to back, the window's mean: what a loop that never waits gets; once the
 //   driver's queue fills, the GPU's time per small copy bounds it, not the CPU.
 // - batched: kOverheadBatch copies (a lease each, distinct targets) in one CommandList and one
