@@ -31,7 +31,7 @@ Result<std::unique_ptr<CudaBuffer>> CudaBuffer::allocate(int device, std::uint64
                                   std::string(to_string(kind)) + " memory");
   }
   return std::unique_ptr<CudaBuffer>(
-      new CudaBuffer(device, static_cast<std::byte*>(data), size, kind, false));
+      new CudaBuffer(device, static_cast<std::byte*>(data), size, kind, Origin::allocated));
 }
 
 Result<std::unique_ptr<CudaBuffer>> CudaBuffer::register_host(int device, std::byte* data,
@@ -49,14 +49,29 @@ Result<std::unique_ptr<CudaBuffer>> CudaBuffer::register_host(int device, std::b
                   "cudaHostRegister: registered memory of " + detail::describe_bytes(size) +
                       " is not mapped at its host address on this device");
   }
-  return std::unique_ptr<CudaBuffer>(new CudaBuffer(device, data, size, kind, true));
+  return std::unique_ptr<CudaBuffer>(new CudaBuffer(device, data, size, kind, Origin::registered));
+}
+
+std::unique_ptr<CudaBuffer> CudaBuffer::borrow(int device, std::byte* data, std::uint64_t size,
+                                               MemoryKind kind) {
+  return std::unique_ptr<CudaBuffer>(new CudaBuffer(device, data, size, kind, Origin::borrowed));
+}
+
+NativeMemory CudaBuffer::native_memory() noexcept {
+  NativeMemory memory;
+  memory.kind = is_host() ? NativeMemoryKind::cuda_pinned_host : NativeMemoryKind::cuda_device;
+  memory.data = data_;
+  memory.size = size_;
+  memory.device_ordinal = device_;
+  return memory;
 }
 
 CudaBuffer::~CudaBuffer() {
   // May run on any thread; core guarantees no submission still uses the memory. Errors cannot
   // be reported from here (a sticky error has already been reported by the work that caused it).
+  if (origin_ == Origin::borrowed) return;
   (void)cudaSetDevice(device_);
-  if (registered_) {
+  if (origin_ == Origin::registered) {
     (void)cudaHostUnregister(data_);
   } else if (is_host()) {
     (void)cudaFreeHost(data_);

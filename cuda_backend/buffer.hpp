@@ -19,11 +19,15 @@ class CudaBuffer final : public backend::BackendBuffer {
   // Pins user memory in place (cudaHostRegister); destruction unregisters it, never frees it.
   static Result<std::unique_ptr<CudaBuffer>> register_host(int device, std::byte* data,
                                                            std::uint64_t size, MemoryKind kind);
+  // Memory another library owns (ferry/interop.hpp): used as it is; destruction leaves it alone.
+  static std::unique_ptr<CudaBuffer> borrow(int device, std::byte* data, std::uint64_t size,
+                                            MemoryKind kind);
   ~CudaBuffer() override;
   CudaBuffer(const CudaBuffer&) = delete;
   CudaBuffer& operator=(const CudaBuffer&) = delete;
 
   std::byte* host_data() noexcept override { return is_host() ? data_ : nullptr; }
+  NativeMemory native_memory() noexcept override;
 
   // The address kernels and copies use (for host kinds, also the host address).
   std::byte* data() const noexcept { return data_; }
@@ -32,14 +36,19 @@ class CudaBuffer final : public backend::BackendBuffer {
   bool is_host() const noexcept { return kind_ != MemoryKind::device; }
 
  private:
-  CudaBuffer(int device, std::byte* data, std::uint64_t size, MemoryKind kind, bool registered)
-      : device_(device), data_(data), size_(size), kind_(kind), registered_(registered) {}
+  enum class Origin : std::uint8_t {
+    allocated,   // cudaMalloc / cudaHostAlloc: freed here
+    registered,  // user memory pinned by cudaHostRegister: unregistered here
+    borrowed,    // memory another library owns: left alone
+  };
+  CudaBuffer(int device, std::byte* data, std::uint64_t size, MemoryKind kind, Origin origin)
+      : device_(device), data_(data), size_(size), kind_(kind), origin_(origin) {}
 
   int device_;
   std::byte* data_;
   std::uint64_t size_;
   MemoryKind kind_;
-  bool registered_;  // user memory pinned by cudaHostRegister
+  Origin origin_;
 };
 
 // The address of `binding`'s first byte, after checking that it is a CUDA buffer and that the

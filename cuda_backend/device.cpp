@@ -193,6 +193,99 @@ Result<std::unique_ptr<backend::BackendBuffer>> CudaDevice::register_host_memory
   return std::unique_ptr<backend::BackendBuffer>(std::move(buffer));
 }
 
+namespace {
+
+// Interop calls come from the application's threads, which may have a current device of their
+// own (PyTorch's, say): set ours for the call and put theirs back.
+class CurrentDevice {
+ public:
+  CurrentDevice() { had_ = cudaGetDevice(&previous_) == cudaSuccess; }
+  ~CurrentDevice() {
+    if (had_) (void)cudaSetDevice(previous_);
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool had_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<backend::BackendBuffer>> CudaDevice::wrap_memory(std::byte* data,
+                                                                        std::uint64_t size,
+                                                                        MemoryKind kind) {
+  const CurrentDevice restore;
+  FERRY_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+  cudaPointerAttributes attributes{};
+  if (const cudaError_t error = cudaPointerGetAttributes(&attributes, data); error != cudaSuccess) {
+    return cuda_status(error, "cudaPointerGetAttributes of the memory to wrap");
+  }
+  if (kind == MemoryKind::device) {
+    if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged) {
+      return Status(ErrorCode::invalid_argument,
+                    "wrapping as device memory: the address is not CUDA device memory (host "
+                    "memory goes in as host_upload or host_readback)");
+    }
+    if (attributes.device != index_) {
+      return Status(ErrorCode::invalid_argument,
+                    "wrapping as device memory: the memory belongs to CUDA device " +
+                        std::to_string(attributes.device) + ", this device is CUDA device " +
+                        std::to_string(index_));
+    }
+    return std::unique_ptr<backend::BackendBuffer>(CudaBuffer::borrow(index_, data, size, kind));
+  }
+  if (attributes.type == cudaMemoryTypeHost) {
+    // Already page-locked (cudaHostAlloc, a pinned tensor): the device reaches it as it is,
+    // provided it is mapped at its host address (always so with unified addressing).
+    if (attributes.devicePointer != data) {
+      return Status(ErrorCode::unavailable,
+                    "wrapping pinned host memory: it is not mapped at its host address on this "
+                    "device");
+    }
+    return std::unique_ptr<backend::BackendBuffer>(CudaBuffer::borrow(index_, data, size, kind));
+  }
+  if (attributes.type != cudaMemoryTypeUnregistered) {
+    return Status(ErrorCode::invalid_argument, "wrapping as host memory: the address is CUDA "
+                                               "device memory (wrap it as device memory)");
+  }
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<CudaBuffer> buffer,
+                         CudaBuffer::register_host(index_, data, size, kind));
+  return std::unique_ptr<backend::BackendBuffer>(std::move(buffer));
+}
+
+Status CudaDevice::stream_wait(backend::BackendTimeline& timeline, std::uint64_t value,
+                               std::uintptr_t stream) {
+  const CurrentDevice restore;
+  FERRY_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+  FERRY_ASSIGN_OR_RETURN(CudaTimeline * cuda, cuda_timeline(&timeline, index_));
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): a stream handle given as an integer (DLPack)
+  return cuda->enqueue_wait(reinterpret_cast<cudaStream_t>(stream), value);
+}
+
+Status CudaDevice::queue_wait_stream(QueueKind queue, std::uintptr_t stream) {
+  const auto queue_index = static_cast<std::size_t>(queue);
+  if (queue_index >= streams_.size()) {
+    return Status(ErrorCode::internal, "CUDA queue_wait_stream: unknown queue kind");
+  }
+  const CurrentDevice restore;
+  FERRY_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+  cudaEvent_t event = nullptr;
+  FERRY_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): a stream handle given as an integer (DLPack)
+  cudaError_t error = cudaEventRecord(event, reinterpret_cast<cudaStream_t>(stream));
+  if (error == cudaSuccess) error = cudaStreamWaitEvent(streams_[queue_index], event, 0);
+  // Destroying a recorded event is fine: CUDA frees it once the wait no longer needs it.
+  (void)cudaEventDestroy(event);
+  if (error != cudaSuccess) {
+    return cuda_status(error, "ordering the " + std::string(to_string(queue)) +
+                                  " queue behind a native stream (cudaEventRecord, "
+                                  "cudaStreamWaitEvent)");
+  }
+  return Status();
+}
+
 Result<std::unique_ptr<backend::BackendTimeline>> CudaDevice::create_timeline(
     std::uint64_t initial) {
   return std::unique_ptr<backend::BackendTimeline>(std::make_unique<CudaTimeline>(index_, initial));

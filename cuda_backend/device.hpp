@@ -33,6 +33,13 @@ class CudaDevice final : public backend::BackendDevice {
                                                                        MemoryKind kind) override;
   Result<std::unique_ptr<backend::BackendTimeline>> create_timeline(
       std::uint64_t initial) override;
+  // Interop (ferry/interop.hpp): device memory of this device and page-locked host memory are
+  // borrowed as they are, other host memory is registered.
+  Result<std::unique_ptr<backend::BackendBuffer>> wrap_memory(std::byte* data, std::uint64_t size,
+                                                              MemoryKind kind) override;
+  Status stream_wait(backend::BackendTimeline& timeline, std::uint64_t value,
+                     std::uintptr_t stream) override;
+  Status queue_wait_stream(QueueKind queue, std::uintptr_t stream) override;
   // ibp_decode copies a host stream's tables to the scratch (ops/ibp_decode_kernel.cpp).
   bool uses_optional_scratch(ops::OpKind op) const override {
     return op == ops::OpKind::ibp_decode;

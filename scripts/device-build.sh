@@ -20,6 +20,16 @@ strip .device/bin/*
 # the device tool's 64 MiB carry (device-run.sh unpacks it).
 tar cJf .device/bin.tar.xz -C .device bin && rm -rf .device/bin
 
+# The Python module as a wheel for the machine's Python (3.12: FERRY_WHEEL_PYTHON names another
+# interpreter of that version), machine code for the H100 only (sm_90), and pytest's wheels (the
+# machine has no network).
+wheel_python=${FERRY_WHEEL_PYTHON:-$(ls /root/.pyenv/versions/3.12*/bin/python 2>/dev/null | head -n 1)}
+wheel_python=${wheel_python:-python3.12}
+mkdir -p .device/wheels
+"$wheel_python" -m pip wheel . --no-deps --no-build-isolation -w .device/wheels \
+  -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real -C build-dir=build/python/device-cp312
+"$wheel_python" -m pip download -q pytest --only-binary :all: -d .device/wheels
+
 # The Vulkan loader and validation layer for a machine that has only the NVIDIA driver.
 if [ ! -d .gl ] || [ -z "$(ls .gl/*.deb 2>/dev/null)" ]; then
   debs=../shared/device-debs

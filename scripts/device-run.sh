@@ -41,6 +41,12 @@
 #              FERRY_STORES="auto cached" runs fewer variants)
 #   multi-trace  a short ferry bench multi on cuda with every device traced (FERRY_TRACE), to
 #              see the host-staged copy between devices (multi-trace.json.gz and its report)
+#   python     the Python module: the wheel in .device/wheels installed into the machine's Python
+#              environment (with its PyTorch, CuPy and NumPy), its pytest suite with
+#              FERRY_REQUIRE=cpu,vulkan,cuda (the CUDA interop tests included), then the CUDA
+#              interop tests under compute-sanitizer memcheck
+#   python-proof  python/benchmarks/torch_loop.py: a PyTorch ingress and egress loop the usual
+#              ways and through ferry (torch_loop.txt and .json; FERRY_PROOF_ARGS, e.g. --quick)
 # Logs go to OUTDIR/logs.tar.gz, a summary to OUTDIR/summary.txt (with the benchmarks' "ratio"
 # lines), benchmark output beside them (few files: the device tool returns at most 8):
 # bench-<backend>.txt holds the transfer, ingress, egress and op tables, bench-<backend>.json the
@@ -331,6 +337,31 @@ for s in $steps; do
       step conformance-shader-copies env FERRY_BACKENDS=vulkan FERRY_REQUIRE=vulkan FERRY_VALIDATION=1 \
         FERRY_VULKAN_COPIES=shader FERRY_VULKAN_QUEUES=upload=2.0,download=2.1 "$bin/ferry_conformance" \
         --test-case='pinned round trips*,pageable round trips*,registered host memory*,ingress*,egress*,trace*,copies*,fill then copy*,device-to-device*'
+      ;;
+    python|python-proof)
+      # Into the machine's own Python environment (a venv with PyTorch, CuPy and NumPy; a fresh
+      # machine each session), from the carried wheels: there is no network.
+      venv=$(dirname "$(dirname "$(command -v python3)")")
+      if ! python3 -c 'import ferry' 2>/dev/null; then
+        python3 -m pip install -q --no-index --find-links .device/wheels ferry pytest \
+          >"$out/logs/python-install.log" 2>&1 || { echo "python: install failed" | tee -a "$out/summary.txt"; failed=1; }
+      fi
+      if [ "$s" = python ]; then
+        step python-tests env FERRY_REQUIRE=cpu,vulkan,cuda FERRY_VALIDATION=1 \
+          "$venv/bin/python" -m pytest python/tests -q -rs -p no:cacheprovider
+        grep -E '^(FAILED|ERROR|SKIPPED)|passed|failed' "$out/logs/python-tests.log" | tail -n 12 >>"$out/summary.txt"
+        # Not the "drop" case: under compute-sanitizer (only) the batch it drops is still
+        # referenced from C code for a while (refcount 3, one referrer: the test's frame), so
+        # next() finds every tensor held; issue 16's note has what was found.
+        step python-memcheck env FERRY_REQUIRE=cpu,cuda FERRY_BACKENDS=cpu,cuda \
+          compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 1 \
+          "$venv/bin/python" -m pytest python/tests/test_cuda_interop.py -q -p no:cacheprovider \
+          --deselect "python/tests/test_cuda_interop.py::test_ingress_slot_not_reused_before_torch_is_done[drop]"
+      else
+        step python-proof "$venv/bin/python" python/benchmarks/torch_loop.py \
+          --json "$out/torch_loop.json" ${FERRY_PROOF_ARGS:-}
+        cp "$out/logs/python-proof.log" "$out/torch_loop.txt"
+      fi
       ;;
     sanitize-copies)
       step sanitize-memcheck-copies env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \

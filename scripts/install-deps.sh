@@ -11,6 +11,7 @@ packages=(
   doctest-dev                                   # unit tests and conformance suite
   nlohmann-json3-dev                            # tests: parsing the trace files ferry writes
   python3                                       # tools/trace (trace report, pictures) and their test
+  python3-dev python3-venv                      # the Python module: headers, and a venv to pip install into
   vulkan-validationlayers                       # Khronos validation, on in the Vulkan tests
   mesa-vulkan-drivers                           # lavapipe: Vulkan on the CPU where there is no GPU
   vulkan-tools                                  # vulkaninfo, for diagnosing driver set-up

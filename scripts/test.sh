@@ -5,11 +5,14 @@
 #         (Vulkan under the Khronos validation layer) and the CLI/sample smoke tests
 #   asan  the same tests under AddressSanitizer (LeakSanitizer included) + UndefinedBehaviorSanitizer
 #   tsan  the same tests under ThreadSanitizer
+# and one more step, `python` (scripts/test-python.sh): the Python module installed with
+# `pip install .[test]` into a fresh virtual environment, and its pytest suite.
 # Any failure (build, test, sanitizer finding) stops the script with a non-zero status.
 #
 # Environment:
 #   FERRY_TEST_PRESETS  the workflow presets to run, comma- or space-separated, in order
-#                       (unset or empty: ci,asan,tsan; FERRY_TEST_PRESETS=ci for a quick local run)
+#                       (unset or empty: ci,python,asan,tsan; FERRY_TEST_PRESETS=ci for a quick
+#                       local run)
 #   FERRY_REQUIRE       (e.g. cpu,vulkan) passes through to the tests: a backend it names that
 #                       cannot run here fails the tests instead of being skipped
 set -euo pipefail
@@ -17,7 +20,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 presets=()
-IFS=', ' read -r -a names <<<"${FERRY_TEST_PRESETS:-ci,asan,tsan}"
+IFS=', ' read -r -a names <<<"${FERRY_TEST_PRESETS:-ci,python,asan,tsan}"
 for name in "${names[@]}"; do
   if [[ -n "$name" ]]; then presets+=("$name"); fi
 done
@@ -27,8 +30,8 @@ if ((${#presets[@]} == 0)); then
 fi
 for preset in "${presets[@]}"; do
   case "$preset" in
-    ci | asan | tsan) ;;
-    *) echo "test.sh: unknown preset '$preset' in FERRY_TEST_PRESETS (ci, asan, tsan)" >&2; exit 2 ;;
+    ci | asan | tsan | python) ;;
+    *) echo "test.sh: unknown preset '$preset' in FERRY_TEST_PRESETS (ci, python, asan, tsan)" >&2; exit 2 ;;
   esac
 done
 
@@ -41,7 +44,11 @@ for preset in "${presets[@]}"; do
   echo "test.sh: === workflow preset $preset (configure, build, test) ==="
   start=$SECONDS
   status=0
-  cmake --workflow --preset "$preset" || status=$?
+  if [[ "$preset" == python ]]; then
+    bash scripts/test-python.sh || status=$?
+  else
+    cmake --workflow --preset "$preset" || status=$?
+  fi
   elapsed=$((SECONDS - start))
   times+=("$preset $((elapsed / 60))m$((elapsed % 60))s")
   if ((status != 0)); then

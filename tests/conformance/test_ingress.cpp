@@ -127,14 +127,17 @@ TEST_CASE("ingress: a slow consumer holds the producer back and nothing it holds
           if (index >= batches.size()) return std::optional<HostBatch>();
           return std::optional<HostBatch>(HostBatch::pageable(batches[index]));
         }));
-    // Hold both tensors: the producer has no free tensor, so it must not ask for batch 2.
+    // Hold both tensors: the producer has no free tensor, so it reads batch 2 from the source
+    // (one ahead, to learn whether the stream goes on) and goes no further; next() says that
+    // nothing can come instead of waiting.
     std::optional<IngressBatch> first = REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait));
     std::optional<IngressBatch> second = REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait));
     REQUIRE(first.has_value());
     REQUIRE(second.has_value());
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    CHECK(calls.load() == 2);
-    CHECK(pipeline.next(std::chrono::milliseconds(20)).status().code() == ferry::ErrorCode::timeout);
+    CHECK(calls.load() == 3);
+    CHECK(pipeline.next(std::chrono::milliseconds(20)).status().code() ==
+          ferry::ErrorCode::failed_precondition);
     check_batch(t, *first, params, batches[0]);
     check_batch(t, *second, params, batches[1]);
 
@@ -144,7 +147,7 @@ TEST_CASE("ingress: a slow consumer holds the producer back and nothing it holds
     const ferry::Buffer& first_tensor = first->tensor();
     const BufferRef held(first_tensor);  // keeps the tensor's memory reachable after release
     REQUIRE_OK(first->release(ferry::TimelinePoint{consumer, 1}));
-    CHECK(eventually_equals(calls, 3));
+    CHECK(eventually_equals(calls, 4));  // batch 2 took the tensor; batch 3 waits for one
     std::optional<IngressBatch> third = REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait));
     REQUIRE(third.has_value());
     CHECK(third->index() == 2);
@@ -163,6 +166,47 @@ TEST_CASE("ingress: a slow consumer holds the producer back and nothing it holds
       check_batch(t, *batch, params, batches[i]);
     }
     CHECK_FALSE(REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait)).has_value());
+  });
+}
+
+TEST_CASE("ingress: an application holding every batch still gets the end, or an error, never a hang") {
+  ferry_test::for_each_backend({"normalize"}, [](BackendUnderTest& t) {
+    ferry::NormalizeParams params = awkward_params(t.rng);
+    const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
+    for (const std::size_t count : {std::size_t{2}, std::size_t{3}}) {
+      IngressOptions options;
+      options.depth = 2;
+      options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
+      const auto batches = make_batches(t.rng, count, shape.input_bytes);
+      IngressPipeline pipeline = REQUIRE_VALUE(IngressPipeline::create(
+          t.device, options, [&](std::uint64_t index) -> ferry::Result<std::optional<HostBatch>> {
+            if (index >= batches.size()) return std::optional<HostBatch>();
+            return std::optional<HostBatch>(HostBatch::pageable(batches[index]));
+          }));
+      std::vector<IngressBatch> held;  // what `list(pipeline)` does in Python
+      for (std::size_t i = 0; i < 2; ++i) {
+        std::optional<IngressBatch> batch = REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait));
+        REQUIRE(batch.has_value());
+        held.push_back(std::move(*batch));
+      }
+      const auto started = std::chrono::steady_clock::now();
+      ferry::Result<std::optional<IngressBatch>> next = pipeline.next(ferry_test::kLongWait);
+      if (count == 2) {
+        // The end comes even though no tensor is free.
+        CHECK(REQUIRE_VALUE(std::move(next)) == std::nullopt);
+      } else {
+        CHECK(next.status().code() == ferry::ErrorCode::failed_precondition);
+        CHECK(next.status().message().find("holds all 2") != std::string::npos);
+        CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+        held.front().release();
+        std::optional<IngressBatch> third = REQUIRE_VALUE(pipeline.next(ferry_test::kLongWait));
+        REQUIRE(third.has_value());
+        check_batch(t, *third, params, batches[2]);
+      }
+      for (std::size_t i = 0; i < 2 && i < held.size(); ++i) {
+        if (held[i]) check_batch(t, held[i], params, batches[i]);
+      }
+    }
   });
 }
 

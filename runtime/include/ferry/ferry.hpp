@@ -10,6 +10,7 @@
 #include "ferry/ibp.hpp"
 #include "ferry/ibp_transfer.hpp"
 #include "ferry/ingress.hpp"
+#include "ferry/interop.hpp"
 #include "ferry/ops/binary_quantize.hpp"
 #include "ferry/ops/fill.hpp"
 #include "ferry/ops/hamming_topk.hpp"

@@ -152,7 +152,10 @@ class IngressPipeline {
   // The next batch in order; std::nullopt once the source has ended and every batch was taken.
   // An error is the error of that batch (its index is in the message); the next call goes on
   // with the following batch. ErrorCode::timeout when none arrives in time (call again);
-  // failed_precondition once closed, or when called from the source (it would wait for itself).
+  // failed_precondition once closed, when called from the source (it would wait for itself), or
+  // when the application holds all `depth` batches and none is queued (none can come until one
+  // is released; the end of the stream is still reported, as the source is asked before a
+  // tensor is taken for its batch).
   Result<std::optional<IngressBatch>> next(Timeout timeout = kInfinite);
 
   // Stops asking the source for batches (waiting for a source call in progress to return) and

@@ -34,6 +34,7 @@
 #include "core/threads.hpp"
 #include "core/trace_clock.hpp"
 #include "ferry/device.hpp"
+#include "ferry/interop.hpp"
 #include "ops/op_list.hpp"
 #include "ferry/status.hpp"
 #include "ferry/types.hpp"
@@ -45,6 +46,13 @@ class BackendBuffer {
   virtual ~BackendBuffer() = default;
   // Mapped host address for host_upload / host_readback memory; nullptr for device memory.
   virtual std::byte* host_data() noexcept = 0;
+  // The native address of the whole buffer, for interop (ferry/interop.hpp); data null where
+  // there is none. The default: host memory at host_data().
+  virtual NativeMemory native_memory() noexcept {
+    NativeMemory memory;
+    memory.data = host_data();
+    return memory;
+  }
 };
 
 class BackendTimeline {
@@ -169,6 +177,29 @@ class BackendDevice {
     (void)size;
     (void)kind;
     return Status(ErrorCode::unavailable, "this backend cannot register host memory");
+  }
+
+  // Interop (ferry/interop.hpp). A buffer over memory another library owns, without copying;
+  // destroying it never frees the memory. The default: host kinds are registered like
+  // register_host_memory, device memory cannot be.
+  virtual Result<std::unique_ptr<BackendBuffer>> wrap_memory(std::byte* data, std::uint64_t size,
+                                                             MemoryKind kind) {
+    if (kind != MemoryKind::device) return register_host_memory(data, size, kind);
+    return Status(ErrorCode::unavailable,
+                  "this backend cannot use device memory it did not allocate");
+  }
+  // Makes the native stream `stream` wait for `value` of `timeline`, which core has checked to be
+  // handed over already (submitted to this backend). Serialized with submit(). Where the backend
+  // has no streams: unavailable (core then waits on the host).
+  virtual Status stream_wait(BackendTimeline& timeline, std::uint64_t value, std::uintptr_t stream) {
+    (void)timeline, (void)value, (void)stream;
+    return Status(ErrorCode::unavailable, "this backend has no native streams");
+  }
+  // Makes `queue` wait (on the device) for everything enqueued on the native stream `stream` so
+  // far, before any work submitted to it afterwards. Serialized with submit().
+  virtual Status queue_wait_stream(QueueKind queue, std::uintptr_t stream) {
+    (void)queue, (void)stream;
+    return Status(ErrorCode::unavailable, "this backend has no native streams to order behind");
   }
 
   // Whether this device can run `op` at all: ok, or ErrorCode::unavailable saying what is

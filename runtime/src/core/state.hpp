@@ -89,6 +89,9 @@ struct TimelineState {
 
 struct BufferState {
   std::shared_ptr<DeviceCore> device;  // declared first: outlives impl
+  // Wrapped memory (wrap_native_memory): its owner, released only after impl (which may
+  // unregister the memory) is gone.
+  std::shared_ptr<void> owner;
   std::unique_ptr<backend::BackendBuffer> impl;
   std::uint64_t size = 0;
   MemoryKind kind = MemoryKind::device;

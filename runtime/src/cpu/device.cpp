@@ -50,6 +50,12 @@ class CpuBuffer final : public BackendBuffer {
 
   std::byte* host_data() noexcept override { return kind_ == MemoryKind::device ? nullptr : data_; }
   std::byte* data() noexcept { return data_; }
+  // Every kind is host memory here, device memory included.
+  NativeMemory native_memory() noexcept override {
+    NativeMemory memory;
+    memory.data = data_;
+    return memory;
+  }
 
  private:
   std::byte* data_;
@@ -264,6 +270,12 @@ class CpuDevice final : public BackendDevice {
 
   Result<std::unique_ptr<BackendBuffer>> register_host_memory(std::byte* data, std::uint64_t,
                                                               MemoryKind kind) override {
+    return std::unique_ptr<BackendBuffer>(new CpuBuffer(data, kind, false));
+  }
+
+  // Device memory is host memory here: any host memory serves as any kind.
+  Result<std::unique_ptr<BackendBuffer>> wrap_memory(std::byte* data, std::uint64_t,
+                                                     MemoryKind kind) override {
     return std::unique_ptr<BackendBuffer>(new CpuBuffer(data, kind, false));
   }
 

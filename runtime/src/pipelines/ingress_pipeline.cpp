@@ -30,6 +30,7 @@ struct IngressBatch::Slot {
   Buffer output;
   TimelinePoint input_read;     // the last transform that read `input`
   TimelinePoint consumer_done;  // the last consumer of `output`, as released by the app
+  bool lent = false;            // in a batch next() handed to the application (ring's mutex)
 };
 
 // The free slots, owned by the pipeline: a fixed ring with room for every slot, so that giving
@@ -42,12 +43,17 @@ struct IngressBatch::Slot::Ring {
   std::vector<std::shared_ptr<Slot>> slots;  // slots[(head + i) % size()], i < count, are free
   std::size_t head = 0;
   std::size_t count = 0;
+  std::size_t lent = 0;  // slots in batches the application holds
   bool stopping = false;
 
   void give_back(std::shared_ptr<Slot> slot) noexcept {
     {
       std::lock_guard lock(mutex);
       if (count == slots.size()) return;  // cannot happen: every slot is in one place at a time
+      if (slot->lent) {
+        slot->lent = false;
+        --lent;
+      }
       slots[(head + count) % slots.size()] = std::move(slot);
       ++count;
     }
@@ -69,6 +75,17 @@ struct IngressBatch::Slot::Ring {
       stopping = true;
     }
     freed.notify_all();
+  }
+  // The application takes a batch holding `slot`.
+  void lend(Slot& slot) {
+    std::lock_guard lock(mutex);
+    slot.lent = true;
+    ++lent;
+  }
+  // Whether the application holds every slot: nothing can be produced until it releases one.
+  bool all_lent() {
+    std::lock_guard lock(mutex);
+    return lent == slots.size();
   }
 };
 
@@ -298,9 +315,28 @@ struct IngressPipeline::State {
     producer_id.store(std::this_thread::get_id());
     detail::DeviceTrace* const trace = detail::trace_of(device);
     for (std::uint64_t index = 0;; ++index) {
+      detail::TraceScope traced(trace, "ingress batch");
+      traced.arg("batch", static_cast<std::int64_t>(index));
+      // The source first, then a slot: the end of the stream (and a source's error) is known
+      // without a free slot, so an application holding every batch still sees the end.
+      Result<std::optional<HostBatch>> host = [&] {
+        detail::TraceScope asking(trace, "ingress source");
+        return ask_source(index);
+      }();
+      Entry entry;
+      if (host.ok() && !host->has_value()) {
+        entry.end = true;
+        push(std::move(entry));
+        break;
+      }
+      if (!host.ok()) {
+        entry.error = std::move(host).status().with_context("ingress batch " + std::to_string(index));
+        push(std::move(entry));
+        continue;
+      }
       std::shared_ptr<IngressBatch::Slot> slot;
       {
-        detail::TraceScope traced(trace, "ingress: wait for a free slot");
+        detail::TraceScope waiting(trace, "ingress: wait for a free slot");
         slot = ring->take();
         if (!slot) break;  // closing
         // Run at most `depth` batches ahead of the device: the slot's previous transform must
@@ -308,21 +344,7 @@ struct IngressPipeline::State {
         // without bound.)
         if (!wait_for_device(slot->input_read)) break;  // closing
       }
-      detail::TraceScope traced(trace, "ingress batch");
-      traced.arg("batch", static_cast<std::int64_t>(index));
-      Result<std::optional<HostBatch>> host = [&] {
-        detail::TraceScope asking(trace, "ingress source");
-        return ask_source(index);
-      }();
-      Entry entry;
-      if (!host.ok()) {
-        entry.error = host.status();
-      } else if (!host->has_value()) {
-        ring->give_back(std::move(slot));
-        entry.end = true;
-        push(std::move(entry));
-        break;
-      } else {
+      {
         Result<IngressBatch> batch = submit_batch(index, **host, slot);
         if (batch.ok()) {
           entry.batch = std::move(batch).value();
@@ -440,6 +462,15 @@ Result<std::optional<IngressBatch>> IngressPipeline::next(Timeout timeout) {
   }
   const detail::Deadline deadline(timeout);
   std::unique_lock lock(s.mutex);
+  // Every tensor with the application and nothing queued: no batch can come until one is
+  // released, so say so instead of waiting forever.
+  if (!s.closed && s.entries.empty() && !s.producer_done && s.ring->all_lent()) {
+    return Status(ErrorCode::failed_precondition,
+                  "IngressPipeline::next: the application holds all " +
+                      std::to_string(s.options.depth) +
+                      " of the pipeline's tensors (depth); release a batch before asking for "
+                      "the next");
+  }
   const bool available = deadline.wait(s.produced, lock, [&] {
     return s.closed || !s.entries.empty() || s.producer_done;
   });
@@ -453,6 +484,7 @@ Result<std::optional<IngressBatch>> IngressPipeline::next(Timeout timeout) {
   s.entries.pop_front();
   lock.unlock();
   if (!entry.error.ok()) return entry.error;
+  if (entry.batch.slot_) s.ring->lend(*entry.batch.slot_);
   return std::optional<IngressBatch>(std::move(entry.batch));
 }
 

@@ -1,0 +1,521 @@
+// IngressPipeline and EgressPipeline with Python sources and consumers, run on ferry's threads.
+// Python code runs there with the GIL taken for the call only; every call of ours that may wait
+// for those threads (next, push, drain, close, dropping a pipeline) releases the GIL first.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include <set>
+
+#include "convert.hpp"
+
+namespace ferry::python {
+namespace {
+
+// Pipelines alive, for close_live_pipelines() at interpreter exit.
+template <typename Pipeline>
+struct Registry {
+  std::mutex mutex;
+  std::set<Pipeline*> live;
+  void add(Pipeline* p) {
+    std::lock_guard lock(mutex);
+    live.insert(p);
+  }
+  void remove(Pipeline* p) {
+    std::lock_guard lock(mutex);
+    live.erase(p);
+  }
+  std::vector<Pipeline*> snapshot() {
+    std::lock_guard lock(mutex);
+    return {live.begin(), live.end()};
+  }
+};
+
+// The CUDA stream of an object (torch / cupy stream objects, or an int), or nothing.
+std::optional<std::uintptr_t> maybe_stream(nb::handle object) {
+  if (object.is_none()) return std::nullopt;
+  if (nb::hasattr(object, "cuda_stream")) return nb::cast<std::uintptr_t>(object.attr("cuda_stream"));
+  if (nb::hasattr(object, "ptr")) return nb::cast<std::uintptr_t>(object.attr("ptr"));
+  if (PyLong_Check(object.ptr()) != 0) return nb::cast<std::uintptr_t>(object);
+  return std::nullopt;
+}
+
+// Turns the Python error being handled (or a caught nanobind one) into a Status.
+Status status_from(nb::python_error& error, std::string_view what) {
+  error.restore();
+  return status_from_python_error(what);
+}
+
+// ---- Ingress ----
+
+// The source's state, shared with the producer thread: the iterator and the batch it returned
+// last, whose memory must stay untouched until the next call (HostBatch::pageable).
+struct IngressSourceState {
+  SharedPyObject iterator;
+  std::unique_ptr<HostBytes> current_bytes;  // released under the GIL only
+  SharedPyObject current_object;
+
+  ~IngressSourceState() {
+    if (!current_bytes || !python_running()) {
+      (void)current_bytes.release();  // finalizing: leave the export, nothing may touch Python
+      return;
+    }
+    nb::gil_scoped_acquire gil;
+    current_bytes.reset();
+  }
+};
+
+Result<std::optional<HostBatch>> next_source_batch(IngressSourceState& state) {
+  if (!python_running()) {
+    return Status(ErrorCode::failed_precondition, "the Python interpreter is shutting down");
+  }
+  nb::gil_scoped_acquire gil;
+  state.current_bytes.reset();
+  state.current_object = SharedPyObject();
+  try {
+    PyObject* item = PyIter_Next(state.iterator.get().ptr());
+    if (item == nullptr) {
+      if (PyErr_Occurred() != nullptr) return status_from_python_error("the ingress source");
+      return std::optional<HostBatch>();
+    }
+    nb::object batch = nb::steal(item);
+    if (batch.is_none()) return std::optional<HostBatch>();
+    if (nb::isinstance<PyBuffer>(batch) || nb::isinstance<PyLease>(batch) ||
+        nb::isinstance<PyTensor>(batch)) {
+      const BufferRef memory = memory_ref(batch, nullptr, "ingress batch");
+      state.current_object = SharedPyObject(batch);
+      return std::optional<HostBatch>(HostBatch::pinned(memory));
+    }
+    state.current_bytes = std::make_unique<HostBytes>(batch, false, "ingress batch");
+    return std::optional<HostBatch>(HostBatch::pageable(state.current_bytes->bytes()));
+  } catch (nb::python_error& error) {
+    return status_from(error, "the ingress source");
+  } catch (StatusError& error) {
+    return std::move(error.status);
+  } catch (const std::exception& error) {
+    return Status(ErrorCode::internal, std::string("the ingress source: ") + error.what());
+  }
+}
+
+struct PyIngress {
+  std::unique_ptr<IngressPipeline> pipeline;
+  Device device;
+  DType dtype;
+  std::vector<std::int64_t> shape;
+
+  PyIngress() { registry().add(this); }
+  PyIngress(const PyIngress&) = delete;
+  PyIngress& operator=(const PyIngress&) = delete;
+  ~PyIngress() {
+    registry().remove(this);
+    nb::gil_scoped_release unlocked;  // closing waits for a source call, which takes the GIL
+    pipeline.reset();
+  }
+  static Registry<PyIngress>& registry() {
+    static Registry<PyIngress> instance;
+    return instance;
+  }
+};
+
+struct PyIngressBatch {
+  IngressBatch batch;
+  nb::object tensor;  // the PyTensor handed out: it records the DLPack consumers' streams
+  Device device;
+
+  // Releases the batch behind `after` (a point or a stream), else behind every stream the
+  // tensor was exported to, else behind the compute queue's work so far.
+  void release(nb::handle after) {
+    if (!batch) return;
+    TimelinePoint done;
+    if (!after.is_none() && nb::isinstance<TimelinePoint>(after)) {
+      done = nb::cast<TimelinePoint>(after);
+    } else if (auto stream = maybe_stream(after)) {
+      nb::gil_scoped_release unlocked;
+      done = take(native_stream_point(device.queue(QueueKind::compute), *stream));
+    } else if (!after.is_none()) {
+      throw nb::type_error("release(after=...) takes a TimelinePoint or a CUDA stream");
+    } else if (tensor.is_valid()) {
+      done = nb::cast<PyTensor&>(tensor).consumers_done();
+    }
+    if (done.timeline) {
+      check(batch.release(done));
+    } else {
+      batch.release();
+    }
+    // The slot is the pipeline's again: later use of this tensor object raises ReleasedError
+    // instead of reading a later batch.
+    if (tensor.is_valid()) {
+      PyTensor& view = nb::cast<PyTensor&>(tensor);
+      view.ref = BufferRef();
+      view.ready = TimelinePoint{};
+    }
+  }
+
+  PyIngressBatch() = default;
+  PyIngressBatch(const PyIngressBatch&) = delete;
+  PyIngressBatch& operator=(const PyIngressBatch&) = delete;
+  ~PyIngressBatch() {
+    try {
+      release(nb::none());
+    } catch (...) {
+      batch.release();  // the ordered release failed (a closed device): plain release
+    }
+  }
+};
+
+// ---- Egress ----
+
+struct PyEgressChunk {
+  std::uint64_t step = 0;
+  std::uint32_t index = 0;
+  std::uint32_t count = 1;
+  std::uint64_t offset = 0;
+  std::uint64_t step_bytes = 0;
+  nb::object data;  // a read-only memoryview, released after the consumer call
+};
+
+Status run_consumer(const SharedPyObject& consumer, const EgressChunk& chunk) {
+  if (!python_running()) {
+    return Status(ErrorCode::failed_precondition, "the Python interpreter is shutting down");
+  }
+  nb::gil_scoped_acquire gil;
+  try {
+    auto* view = PyMemoryView_FromMemory(
+        reinterpret_cast<char*>(const_cast<std::byte*>(chunk.bytes.data())),
+        static_cast<Py_ssize_t>(chunk.bytes.size()), PyBUF_READ);
+    if (view == nullptr) throw nb::python_error();
+    nb::object data = nb::steal(view);
+    auto* info = new PyEgressChunk{chunk.step, chunk.index, chunk.count, chunk.offset,
+                                   chunk.step_bytes, data};
+    nb::object argument = nb::cast(info, nb::rv_policy::take_ownership);
+    Status status;
+    try {
+      consumer.get()(argument);
+    } catch (nb::python_error& error) {
+      status = status_from(error, "the egress consumer");
+    }
+    // The bytes go back to the pool after this call: a view kept past it would read reused
+    // memory, so refuse it loudly rather than let it go stale silently.
+    nb::cast<PyEgressChunk&>(argument).data = nb::none();
+    PyObject* released = PyObject_CallMethod(data.ptr(), "release", nullptr);
+    if (released == nullptr) {
+      PyErr_Clear();
+      if (status.ok()) {
+        status = Status(ErrorCode::failed_precondition,
+                        "the egress consumer kept a view of chunk.data (step " +
+                            std::to_string(chunk.step) +
+                            ") past its call; the bytes are reused after it: copy them instead "
+                            "(bytes(chunk.data), numpy.array(..., copy=True))");
+      }
+    } else {
+      Py_DECREF(released);
+    }
+    return status;
+  } catch (nb::python_error& error) {
+    return status_from(error, "the egress consumer");
+  } catch (const std::exception& error) {
+    return Status(ErrorCode::internal, std::string("the egress consumer: ") + error.what());
+  }
+}
+
+struct PyEgress {
+  std::unique_ptr<EgressPipeline> pipeline;
+  Device device;
+
+  PyEgress() { registry().add(this); }
+  PyEgress(const PyEgress&) = delete;
+  PyEgress& operator=(const PyEgress&) = delete;
+  ~PyEgress() {
+    registry().remove(this);
+    nb::gil_scoped_release unlocked;  // joining workers that may be waiting for the GIL
+    pipeline.reset();
+  }
+  static Registry<PyEgress>& registry() {
+    static Registry<PyEgress> instance;
+    return instance;
+  }
+  EgressPipeline& get() {
+    if (!pipeline) throw StatusError{Status(ErrorCode::released, "EgressPipeline: closed")};
+    return *pipeline;
+  }
+};
+
+nb::dict egress_stats(const EgressStats& s) {
+  nb::dict d;
+  d["steps_pushed"] = s.steps_pushed;
+  d["steps_consumed"] = s.steps_consumed;
+  d["chunks_consumed"] = s.chunks_consumed;
+  d["consumer_errors"] = s.consumer_errors;
+  d["chunks_dropped"] = s.chunks_dropped;
+  return d;
+}
+
+}  // namespace
+
+void close_live_pipelines() {
+  const std::vector<PyIngress*> ingress = PyIngress::registry().snapshot();
+  const std::vector<PyEgress*> egress = PyEgress::registry().snapshot();
+  // Without the GIL: closing waits for source and consumer calls, which take it.
+  nb::gil_scoped_release unlocked;
+  for (PyIngress* pipeline : ingress) {
+    if (pipeline->pipeline) pipeline->pipeline->close();
+  }
+  for (PyEgress* pipeline : egress) {
+    // Delivers what was pushed, as dropping the pipeline would; errors were the consumers'.
+    if (pipeline->pipeline) (void)pipeline->pipeline->close(EgressClose::drain);
+  }
+}
+
+void bind_pipelines(nb::module_& m) {
+  nb::class_<PyIngressBatch>(m, "IngressBatch",
+                             "One transformed batch; release it (or drop it) when done.")
+      .def_prop_ro("index", [](PyIngressBatch& self) { return self.batch.index(); })
+      // rv_policy::reference: no keep-alive of the batch by its tensor (def_prop_ro's default),
+      // which would make `del batch` (the release behind its DLPack consumers) wait for the
+      // tensor object to go too.
+      .def_prop_ro("tensor", [](PyIngressBatch& self) { return self.tensor; },
+                   nb::rv_policy::reference,
+                   "The batch's tensor (valid until the batch is released).")
+      .def_prop_ro("ready", [](PyIngressBatch& self) { return self.batch.ready(); })
+      .def_prop_ro("input_consumed", [](PyIngressBatch& self) { return self.batch.input_consumed(); })
+      .def("release", &PyIngressBatch::release, nb::arg("after").none() = nb::none(),
+           "Gives the tensor back to the pipeline; its reuse waits (on the device) for `after` "
+           "(a TimelinePoint, or a CUDA stream's work so far), by default for every stream the "
+           "tensor was exported to by DLPack, else for the compute queue's work so far.")
+      .def("__enter__", [](nb::handle self) { return self; })
+      .def(
+          "__exit__",
+          [](PyIngressBatch& self, nb::handle, nb::handle, nb::handle) { self.release(nb::none()); },
+          nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
+
+  nb::class_<PyIngress>(m, "IngressPipeline",
+                        "Streams host batches to device tensors, overlapped and bounded: "
+                        "upload, then normalize on the device.")
+      .def(
+          "__init__",
+          [](PyIngress* self, PyDevice& device, nb::handle source, const NormalizeParams& normalize,
+             std::uint32_t depth, nb::handle pool, std::uint64_t chunk_bytes,
+             unsigned host_threads) {
+            auto state = std::make_shared<IngressSourceState>();
+            state->iterator = SharedPyObject(nb::steal(PyObject_GetIter(source.ptr())));
+            if (!state->iterator.get().is_valid()) throw nb::python_error();
+            IngressOptions options;
+            options.transform = take(normalize_transform(normalize));
+            options.depth = depth;
+            if (!pool.is_none()) options.pool = nb::cast<PyPool&>(pool).pool;
+            options.transfer.chunk_bytes = chunk_bytes;
+            options.transfer.host_threads = host_threads;
+            const NormalizeShape shape = take(resolve_normalize(normalize));
+            Result<IngressPipeline> pipeline = [&] {
+              nb::gil_scoped_release unlocked;
+              return IngressPipeline::create(
+                  device.device, options,
+                  [state](std::uint64_t) { return next_source_batch(*state); });
+            }();
+            // Made only once nothing can throw: nanobind never destroys a half-built object.
+            IngressPipeline created = take(std::move(pipeline));
+            auto* made = new (self) PyIngress();
+            made->pipeline = std::make_unique<IngressPipeline>(std::move(created));
+            made->device = device.device;
+            made->dtype = dtype_from(to_string(normalize.output_type));
+            if (normalize.output_layout == ImageLayout::nchw) {
+              made->shape = {shape.batch, shape.channels, shape.height, shape.width};
+            } else {
+              made->shape = {shape.batch, shape.height, shape.width, shape.channels};
+            }
+          },
+          nb::arg("device"), nb::arg("source"), nb::kw_only(), nb::arg("normalize"),
+          nb::arg("depth") = 3, nb::arg("pool").none() = nb::none(),
+          nb::arg("chunk_bytes") = 8ull << 20, nb::arg("host_threads") = 0,
+          "source: an iterable of host arrays (normalize.input_bytes each, C-contiguous; read "
+          "before the next is asked for) or of Leases / host Buffers (uploaded by DMA), run on "
+          "the pipeline's thread.")
+      .def(
+          "next",
+          [](PyIngress& self, std::optional<double> timeout) -> nb::object {
+            if (!self.pipeline) {
+              throw StatusError{Status(ErrorCode::failed_precondition, "IngressPipeline: closed")};
+            }
+            const Timeout t = to_timeout(timeout);
+            Result<std::optional<IngressBatch>> next = [&] {
+              nb::gil_scoped_release unlocked;
+              return self.pipeline->next(t);
+            }();
+            std::optional<IngressBatch> batch = take(std::move(next));
+            if (!batch) return nb::none();
+            auto* wrapped = new PyIngressBatch();
+            wrapped->device = self.device;
+            wrapped->tensor = make_tensor(BufferRef(batch->tensor()), self.dtype, self.shape,
+                                          batch->ready(), self.device);
+            wrapped->batch = std::move(*batch);
+            return nb::cast(wrapped, nb::rv_policy::take_ownership);
+          },
+          nb::arg("timeout") = nb::none(),
+          "The next batch in order, or None at the end; raises the batch's error (the next "
+          "call goes on with the following batch).")
+      .def("__iter__", [](nb::handle self) { return self; })
+      .def("__next__",
+           [](nb::handle self) {
+             nb::object batch = self.attr("next")();
+             if (batch.is_none()) throw nb::stop_iteration();
+             return batch;
+           })
+      .def(
+          "close",
+          [](PyIngress& self) {
+            nb::gil_scoped_release unlocked;
+            if (self.pipeline) self.pipeline->close();
+          },
+          "Stops asking the source and drops batches not yet taken; batches held stay valid.")
+      .def_prop_ro("input_bytes", [](PyIngress& self) {
+        return self.pipeline ? self.pipeline->input_bytes() : 0;
+      })
+      .def_prop_ro("tensor_bytes", [](PyIngress& self) {
+        return self.pipeline ? self.pipeline->tensor_bytes() : 0;
+      })
+      .def("__enter__", [](nb::handle self) { return self; })
+      .def(
+          "__exit__",
+          [](PyIngress& self, nb::handle, nb::handle, nb::handle) {
+            nb::gil_scoped_release unlocked;
+            if (self.pipeline) self.pipeline->close();
+          },
+          nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
+
+  nb::class_<PyEgressChunk>(m, "EgressChunk", "One chunk of a step's output, during the call.")
+      .def_ro("step", &PyEgressChunk::step)
+      .def_ro("index", &PyEgressChunk::index)
+      .def_ro("count", &PyEgressChunk::count)
+      .def_ro("offset", &PyEgressChunk::offset)
+      .def_ro("step_bytes", &PyEgressChunk::step_bytes)
+      .def_prop_ro("data", [](PyEgressChunk& self) { return self.data; },
+                   nb::rv_policy::reference,
+                   "The bytes: a read-only memoryview valid during the consumer call only.");
+
+  nb::class_<EgressTicket>(m, "EgressTicket")
+      .def_ro("step", &EgressTicket::step)
+      .def_ro("output_read", &EgressTicket::output_read,
+              "The download has read the output: it may be overwritten from here on.");
+
+  nb::class_<PyEgress>(m, "EgressPipeline",
+                       "Device results to Python consumers on worker threads, without idling "
+                       "the GPU: pinned downloads overlapped with compute and host work.")
+      .def(
+          "__init__",
+          [](PyEgress* self, PyDevice& device, nb::handle consumer, std::uint32_t workers,
+             std::uint32_t max_pending_steps, std::string_view order, std::string_view on_error,
+             std::uint64_t chunk_bytes, nb::handle pool) {
+            if (PyCallable_Check(consumer.ptr()) == 0) throw nb::type_error("consumer must be callable");
+            EgressOptions options;
+            options.workers = workers;
+            options.max_pending_steps = max_pending_steps;
+            if (order == "in_order") {
+              options.order = EgressOrder::in_order;
+            } else if (order == "as_completed") {
+              options.order = EgressOrder::as_completed;
+            } else {
+              throw StatusError{Status(ErrorCode::invalid_argument,
+                                       "unknown order '" + std::string(order) +
+                                           "' (in_order or as_completed)")};
+            }
+            if (on_error == "stop") {
+              options.on_error = ConsumerErrorPolicy::stop;
+            } else if (on_error == "keep_going") {
+              options.on_error = ConsumerErrorPolicy::keep_going;
+            } else {
+              throw StatusError{Status(ErrorCode::invalid_argument,
+                                       "unknown on_error '" + std::string(on_error) +
+                                           "' (stop or keep_going)")};
+            }
+            options.chunk_bytes = chunk_bytes;
+            if (!pool.is_none()) options.pool = nb::cast<PyPool&>(pool).pool;
+            SharedPyObject callback{nb::borrow(consumer)};
+            Result<EgressPipeline> pipeline = [&] {
+              nb::gil_scoped_release unlocked;
+              return EgressPipeline::create(device.device, options,
+                                            [callback](const EgressChunk& chunk) {
+                                              return run_consumer(callback, chunk);
+                                            });
+            }();
+            EgressPipeline created = take(std::move(pipeline));
+            auto* made = new (self) PyEgress();
+            made->pipeline = std::make_unique<EgressPipeline>(std::move(created));
+            made->device = device.device;
+          },
+          nb::arg("device"), nb::arg("consumer"), nb::kw_only(), nb::arg("workers") = 2,
+          nb::arg("max_pending_steps") = 4, nb::arg("order") = "in_order",
+          nb::arg("on_error") = "stop", nb::arg("chunk_bytes") = 64ull << 20,
+          nb::arg("pool").none() = nb::none(),
+          "consumer(chunk: EgressChunk) runs on a worker thread; an exception is the step's "
+          "error. order: 'in_order' or 'as_completed'; on_error: 'stop' or 'keep_going'.")
+      .def(
+          "push",
+          [](PyEgress& self, nb::handle output, std::uint64_t offset,
+             std::optional<std::uint64_t> size, nb::handle ready) {
+            std::vector<TimelinePoint> waits;
+            const BufferRef memory = memory_ref(output, &waits, "push: output");
+            TimelinePoint point;
+            if (!ready.is_none()) {
+              point = nb::cast<TimelinePoint>(ready);
+            } else if (!waits.empty()) {
+              point = waits.front();
+            }
+            const std::uint64_t bytes = size ? *size : (offset <= memory.size ? memory.size - offset : 0);
+            EgressPipeline& pipeline = self.get();
+            Result<EgressTicket> ticket = [&] {
+              nb::gil_scoped_release unlocked;
+              return pipeline.push(memory, offset, bytes, point);
+            }();
+            return take(std::move(ticket));
+          },
+          nb::arg("output"), nb::kw_only(), nb::arg("offset") = 0, nb::arg("size") = nb::none(),
+          nb::arg("ready").none() = nb::none(),
+          "Hands over bytes of `output` (Buffer, Lease or Tensor), complete at `ready` (default: "
+          "the tensor's ready point); blocks while the pipeline is full.")
+      .def(
+          "drain",
+          [](PyEgress& self, std::optional<double> timeout) {
+            const Timeout t = to_timeout(timeout);
+            EgressPipeline& pipeline = self.get();
+            nb::gil_scoped_release unlocked;
+            check(pipeline.drain(t));
+          },
+          nb::arg("timeout") = nb::none(),
+          "Waits until every step pushed so far is consumed; raises the first error seen.")
+      .def(
+          "close",
+          [](PyEgress& self, std::string_view mode) {
+            EgressClose how = EgressClose::drain;
+            if (mode == "cancel") {
+              how = EgressClose::cancel;
+            } else if (mode != "drain") {
+              throw StatusError{Status(ErrorCode::invalid_argument,
+                                       "unknown close mode '" + std::string(mode) +
+                                           "' (drain or cancel)")};
+            }
+            if (!self.pipeline) return;
+            nb::gil_scoped_release unlocked;
+            check(self.pipeline->close(how));
+          },
+          nb::arg("mode") = "drain",
+          "Stops accepting pushes, delivers ('drain') or drops ('cancel') what is pending, joins "
+          "the workers; raises what drain would.")
+      .def_prop_ro("stats", [](PyEgress& self) { return egress_stats(self.get().stats()); })
+      .def("__enter__", [](nb::handle self) { return self; })
+      .def(
+          "__exit__",
+          [](PyEgress& self, nb::handle exc_type, nb::handle, nb::handle) {
+            if (!self.pipeline) return;
+            const EgressClose how = exc_type.is_none() ? EgressClose::drain : EgressClose::cancel;
+            Status status;
+            {
+              nb::gil_scoped_release unlocked;
+              status = self.pipeline->close(how);
+            }
+            if (exc_type.is_none()) check(status);  // don't mask the body's exception
+          },
+          nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
+}
+
+}  // namespace ferry::python
