@@ -34,25 +34,24 @@ Timeout to_timeout(std::optional<double> seconds, const char* argument) {
 }
 
 MemoryKind memory_kind_from(std::string_view name) {
-  if (name == "device") return MemoryKind::device;
-  if (name == "host_upload") return MemoryKind::host_upload;
-  if (name == "host_readback") return MemoryKind::host_readback;
-  invalid("unknown memory kind '" + std::string(name) +
-          "' (device, host_upload or host_readback)");
+  static constexpr EnumName<MemoryKind> kKinds[] = {{"device", MemoryKind::device},
+                                                    {"host_upload", MemoryKind::host_upload},
+                                                    {"host_readback", MemoryKind::host_readback}};
+  return enum_from(name, kKinds, "memory kind");
 }
 
 QueueKind queue_kind_from(std::string_view name) {
-  if (name == "compute") return QueueKind::compute;
-  if (name == "upload") return QueueKind::upload;
-  if (name == "download") return QueueKind::download;
-  invalid("unknown queue kind '" + std::string(name) + "' (compute, upload or download)");
+  static constexpr EnumName<QueueKind> kKinds[] = {{"compute", QueueKind::compute},
+                                                   {"upload", QueueKind::upload},
+                                                   {"download", QueueKind::download}};
+  return enum_from(name, kKinds, "queue kind");
 }
 
 ElementType element_type_from(std::string_view name) {
-  if (name == "float32") return ElementType::float32;
-  if (name == "float16") return ElementType::float16;
-  if (name == "bfloat16") return ElementType::bfloat16;
-  invalid("unknown element type '" + std::string(name) + "' (float32, float16 or bfloat16)");
+  static constexpr EnumName<ElementType> kTypes[] = {{"float32", ElementType::float32},
+                                                     {"float16", ElementType::float16},
+                                                     {"bfloat16", ElementType::bfloat16}};
+  return enum_from(name, kTypes, "element type");
 }
 
 std::string error_code_name(ErrorCode code) { return std::string(to_string(code)); }
@@ -112,6 +111,16 @@ Status status_from_python_error(std::string_view what) {
     if (nb::hasattr(value, "message")) text = text_of(value.attr("message"));
   }
   return Status(code, std::string(what) + " raised " + type_name + ": " + text);
+}
+
+std::uintptr_t stream_handle(nb::handle stream) {
+  if (nb::hasattr(stream, "cuda_stream")) return nb::cast<std::uintptr_t>(stream.attr("cuda_stream"));
+  if (nb::hasattr(stream, "ptr")) return nb::cast<std::uintptr_t>(stream.attr("ptr"));
+  if (PyLong_Check(stream.ptr()) == 0) {
+    throw nb::type_error("a CUDA stream is an int, or an object with `cuda_stream` (torch) or "
+                         "`ptr` (cupy)");
+  }
+  return nb::cast<std::uintptr_t>(stream);
 }
 
 std::uint64_t PyTensor::nbytes() const {

@@ -37,8 +37,31 @@ T take(Result<T> result) {
 // str(object), as Python computes it.
 std::string text_of(nb::handle object);
 
+// A CUDA stream given as an int, or as an object carrying one (torch: cuda_stream, cupy: ptr);
+// TypeError otherwise.
+std::uintptr_t stream_handle(nb::handle stream);
+
 // Seconds (None: forever) to a ferry Timeout. Negative or NaN: ValueError.
 Timeout to_timeout(std::optional<double> seconds, const char* argument = "timeout");
+
+// An enumerator and its name as Python spells it (the C++ enumerator's name).
+template <typename Enum>
+struct EnumName {
+  const char* name;
+  Enum value;
+};
+// The enumerator called `name` among `names`; InvalidArgumentError listing them otherwise.
+template <typename Enum, std::size_t N>
+Enum enum_from(std::string_view name, const EnumName<Enum> (&names)[N], const char* what) {
+  std::string choices;
+  for (const auto& entry : names) {
+    if (name == entry.name) return entry.value;
+    choices += (choices.empty() ? "" : ", ") + std::string(entry.name);
+  }
+  throw StatusError{Status(ErrorCode::invalid_argument, "unknown " + std::string(what) + " '" +
+                                                            std::string(name) + "' (" + choices +
+                                                            ")")};
+}
 
 // Names as Python spells them (the C++ enumerators' names).
 MemoryKind memory_kind_from(std::string_view name);

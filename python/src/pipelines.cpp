@@ -32,15 +32,6 @@ struct Registry {
   }
 };
 
-// The CUDA stream of an object (torch / cupy stream objects, or an int), or nothing.
-std::optional<std::uintptr_t> maybe_stream(nb::handle object) {
-  if (object.is_none()) return std::nullopt;
-  if (nb::hasattr(object, "cuda_stream")) return nb::cast<std::uintptr_t>(object.attr("cuda_stream"));
-  if (nb::hasattr(object, "ptr")) return nb::cast<std::uintptr_t>(object.attr("ptr"));
-  if (PyLong_Check(object.ptr()) != 0) return nb::cast<std::uintptr_t>(object);
-  return std::nullopt;
-}
-
 // Turns the Python error being handled (or a caught nanobind one) into a Status.
 Status status_from(nb::python_error& error, std::string_view what) {
   error.restore();
@@ -130,11 +121,10 @@ struct PyIngressBatch {
     TimelinePoint done;
     if (!after.is_none() && nb::isinstance<TimelinePoint>(after)) {
       done = nb::cast<TimelinePoint>(after);
-    } else if (auto stream = maybe_stream(after)) {
-      nb::gil_scoped_release unlocked;
-      done = take(native_stream_point(device.queue(QueueKind::compute), *stream));
     } else if (!after.is_none()) {
-      throw nb::type_error("release(after=...) takes a TimelinePoint or a CUDA stream");
+      const std::uintptr_t stream = stream_handle(after);
+      nb::gil_scoped_release unlocked;
+      done = take(native_stream_point(device.queue(QueueKind::compute), stream));
     } else if (tensor.is_valid()) {
       done = nb::cast<PyTensor&>(tensor).consumers_done();
     }
@@ -410,24 +400,12 @@ void bind_pipelines(nb::module_& m) {
             EgressOptions options;
             options.workers = workers;
             options.max_pending_steps = max_pending_steps;
-            if (order == "in_order") {
-              options.order = EgressOrder::in_order;
-            } else if (order == "as_completed") {
-              options.order = EgressOrder::as_completed;
-            } else {
-              throw StatusError{Status(ErrorCode::invalid_argument,
-                                       "unknown order '" + std::string(order) +
-                                           "' (in_order or as_completed)")};
-            }
-            if (on_error == "stop") {
-              options.on_error = ConsumerErrorPolicy::stop;
-            } else if (on_error == "keep_going") {
-              options.on_error = ConsumerErrorPolicy::keep_going;
-            } else {
-              throw StatusError{Status(ErrorCode::invalid_argument,
-                                       "unknown on_error '" + std::string(on_error) +
-                                           "' (stop or keep_going)")};
-            }
+            static constexpr EnumName<EgressOrder> kOrders[] = {
+                {"in_order", EgressOrder::in_order}, {"as_completed", EgressOrder::as_completed}};
+            static constexpr EnumName<ConsumerErrorPolicy> kPolicies[] = {
+                {"stop", ConsumerErrorPolicy::stop}, {"keep_going", ConsumerErrorPolicy::keep_going}};
+            options.order = enum_from(order, kOrders, "order");
+            options.on_error = enum_from(on_error, kPolicies, "on_error");
             options.chunk_bytes = chunk_bytes;
             if (!pool.is_none()) options.pool = nb::cast<PyPool&>(pool).pool;
             SharedPyObject callback{nb::borrow(consumer)};
@@ -486,14 +464,9 @@ void bind_pipelines(nb::module_& m) {
       .def(
           "close",
           [](PyEgress& self, std::string_view mode) {
-            EgressClose how = EgressClose::drain;
-            if (mode == "cancel") {
-              how = EgressClose::cancel;
-            } else if (mode != "drain") {
-              throw StatusError{Status(ErrorCode::invalid_argument,
-                                       "unknown close mode '" + std::string(mode) +
-                                           "' (drain or cancel)")};
-            }
+            static constexpr EnumName<EgressClose> kModes[] = {{"drain", EgressClose::drain},
+                                                               {"cancel", EgressClose::cancel}};
+            const EgressClose how = enum_from(mode, kModes, "close mode");
             if (!self.pipeline) return;
             nb::gil_scoped_release unlocked;
             check(self.pipeline->close(how));

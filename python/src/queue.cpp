@@ -29,13 +29,6 @@ std::vector<TimelinePoint> points_from(nb::handle sequence, const char* argument
 
 namespace {
 
-// A CUDA stream given as an int, or as an object carrying one (torch: cuda_stream, cupy: ptr).
-std::uintptr_t stream_handle(nb::handle stream) {
-  if (nb::hasattr(stream, "cuda_stream")) return nb::cast<std::uintptr_t>(stream.attr("cuda_stream"));
-  if (nb::hasattr(stream, "ptr")) return nb::cast<std::uintptr_t>(stream.attr("ptr"));
-  return nb::cast<std::uintptr_t>(stream);
-}
-
 struct PyCommandList {
   CommandList list;
   std::vector<TimelinePoint> waits;  // ready points of tensors the commands use
@@ -56,23 +49,9 @@ std::uint64_t size_or_rest(std::optional<std::uint64_t> size, const BufferRef& r
 }
 
 ImageLayout image_layout_from(std::string_view name) {
-  if (name == "nhwc") return ImageLayout::nhwc;
-  if (name == "nchw") return ImageLayout::nchw;
-  throw StatusError{Status(ErrorCode::invalid_argument,
-                           "unknown image layout '" + std::string(name) + "' (nhwc or nchw)")};
-}
-
-template <typename Enum, std::size_t N>
-Enum enum_from(std::string_view name, const std::array<std::pair<const char*, Enum>, N>& names,
-               const char* what) {
-  std::string choices;
-  for (const auto& [text, value] : names) {
-    if (name == text) return value;
-    choices += (choices.empty() ? "" : ", ") + std::string(text);
-  }
-  throw StatusError{Status(ErrorCode::invalid_argument, "unknown " + std::string(what) + " '" +
-                                                            std::string(name) + "' (" + choices +
-                                                            ")")};
+  static constexpr EnumName<ImageLayout> kLayouts[] = {{"nhwc", ImageLayout::nhwc},
+                                                       {"nchw", ImageLayout::nchw}};
+  return enum_from(name, kLayouts, "image layout");
 }
 
 }  // namespace
@@ -361,13 +340,12 @@ void bind_queue(nb::module_& m, DeviceClass& device_class) {
             buffers.scores = self.output(scores, "rescore: scores");
             buffers.indices = self.output(indices, "rescore: indices");
             RescoreParams params;
-            params.element = enum_from<RescoreElement, 2>(
-                element, {{{"float32", RescoreElement::float32}, {"int8", RescoreElement::int8}}},
-                "rescore element");
-            params.metric = enum_from<RescoreMetric, 2>(
-                metric,
-                {{{"inner_product", RescoreMetric::inner_product}, {"l2", RescoreMetric::l2}}},
-                "rescore metric");
+            static constexpr EnumName<RescoreElement> kElements[] = {
+                {"float32", RescoreElement::float32}, {"int8", RescoreElement::int8}};
+            static constexpr EnumName<RescoreMetric> kMetrics[] = {
+                {"inner_product", RescoreMetric::inner_product}, {"l2", RescoreMetric::l2}};
+            params.element = enum_from(element, kElements, "rescore element");
+            params.metric = enum_from(metric, kMetrics, "rescore metric");
             params.dims = dims;
             params.queries = queries_count;
             params.database_rows = database_rows;
@@ -411,11 +389,10 @@ void bind_queue(nb::module_& m, DeviceClass& device_class) {
             }
             IbpDecodeParams params;
             params.layout = layout;
-            params.rows = enum_from<IbpDecodeRows, 3>(rows,
-                                                      {{{"whole", IbpDecodeRows::whole},
-                                                        {"range", IbpDecodeRows::range},
-                                                        {"gather", IbpDecodeRows::gather}}},
-                                                      "ibp_decode rows");
+            static constexpr EnumName<IbpDecodeRows> kRows[] = {{"whole", IbpDecodeRows::whole},
+                                                                 {"range", IbpDecodeRows::range},
+                                                                 {"gather", IbpDecodeRows::gather}};
+            params.rows = enum_from(rows, kRows, "ibp_decode rows");
             params.first_row = first_row;
             params.row_count = row_count;
             check(ferry::ibp_decode(self.list, buffers, params));

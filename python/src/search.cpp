@@ -46,18 +46,6 @@ void check_dtype(nb::handle array, std::string_view expected, const char* what) 
   }
 }
 
-template <typename Enum, std::size_t N>
-Enum pick(std::string_view name, const std::pair<const char*, Enum> (&names)[N], const char* what) {
-  std::string choices;
-  for (const auto& [text, value] : names) {
-    if (name == text) return value;
-    choices += (choices.empty() ? "" : ", ") + std::string(text);
-  }
-  throw StatusError{Status(ErrorCode::invalid_argument, "unknown " + std::string(what) + " '" +
-                                                            std::string(name) + "' (" + choices +
-                                                            ")")};
-}
-
 nb::tuple results_to_numpy(SearchResults results) {
   nb::object numpy = nb::module_::import_("numpy");
   nb::object ids = numpy.attr("empty")(nb::make_tuple(results.queries, results.k), "uint64");
@@ -88,13 +76,13 @@ nb::bytes to_bytes(const std::vector<std::byte>& data) {
 }  // namespace
 
 void bind_search(nb::module_& m) {
-  static constexpr std::pair<const char*, IndexMetric> kMetrics[] = {
+  static constexpr EnumName<IndexMetric> kMetrics[] = {
       {"inner_product", IndexMetric::inner_product}, {"l2", IndexMetric::l2},
       {"cosine", IndexMetric::cosine}};
-  static constexpr std::pair<const char*, IndexThreshold> kThresholds[] = {
+  static constexpr EnumName<IndexThreshold> kThresholds[] = {
       {"zero", IndexThreshold::zero}, {"given", IndexThreshold::given},
       {"first_add_mean", IndexThreshold::first_add_mean}};
-  static constexpr std::pair<const char*, KeptVectors> kKept[] = {
+  static constexpr EnumName<KeptVectors> kKept[] = {
       {"none", KeptVectors::none}, {"float32", KeptVectors::float32}, {"int8", KeptVectors::int8}};
 
   nb::class_<PyIndex>(m, "BinaryIndex",
@@ -109,11 +97,11 @@ void bind_search(nb::module_& m) {
              float int8_scale) {
             BinaryIndexOptions options;
             options.dims = dims;
-            options.metric = pick(metric, kMetrics, "metric");
+            options.metric = enum_from(metric, kMetrics, "metric");
             options.input_type = element_type_from(input_type);
-            options.threshold = pick(threshold, kThresholds, "threshold");
+            options.threshold = enum_from(threshold, kThresholds, "threshold");
             if (thresholds) options.thresholds = *thresholds;
-            options.keep = pick(keep, kKept, "keep");
+            options.keep = enum_from(keep, kKept, "keep");
             options.int8_scale = int8_scale;
             Result<BinaryIndex> index = [&] {
               nb::gil_scoped_release unlocked;
