@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -45,6 +46,10 @@ struct IngressBatch::Slot::Ring {
   std::size_t count = 0;
   std::size_t lent = 0;  // slots in batches the application holds
   bool stopping = false;
+  bool taker_waiting = false;  // the producer waits in take() for a slot
+  // Called (without this ring's lock) when the producer starts waiting for a slot: next() then
+  // learns that nothing comes until the application releases one.
+  std::function<void()> on_wait;
 
   void give_back(std::shared_ptr<Slot> slot) noexcept {
     {
@@ -62,7 +67,16 @@ struct IngressBatch::Slot::Ring {
   // A free slot, or nullptr once stopping.
   std::shared_ptr<Slot> take() {
     std::unique_lock lock(mutex);
+    if (!stopping && count == 0) {
+      taker_waiting = true;
+      if (on_wait) {
+        lock.unlock();
+        on_wait();
+        lock.lock();
+      }
+    }
     freed.wait(lock, [&] { return stopping || count > 0; });
+    taker_waiting = false;
     if (stopping) return nullptr;
     std::shared_ptr<Slot> slot = std::move(slots[head]);
     head = (head + 1) % slots.size();
@@ -82,10 +96,11 @@ struct IngressBatch::Slot::Ring {
     slot.lent = true;
     ++lent;
   }
-  // Whether the application holds every slot: nothing can be produced until it releases one.
-  bool all_lent() {
+  // Whether the producer waits for a slot while the application holds every one: nothing can
+  // be produced until it releases one.
+  bool starved() {
     std::lock_guard lock(mutex);
-    return lent == slots.size();
+    return taker_waiting && count == 0 && lent == slots.size();
   }
 };
 
@@ -424,6 +439,13 @@ Result<IngressPipeline> IngressPipeline::create(const Device& device,
   state->upload_queue = device.queue(QueueKind::upload);
   state->compute_queue = device.queue(QueueKind::compute);
   state->ring = std::make_shared<IngressBatch::Slot::Ring>(options.depth);
+  // Weak: the ring lives in slots that may outlive the state.
+  state->ring->on_wait = [weak = std::weak_ptr<State>(state)] {
+    if (const auto alive = weak.lock()) {
+      { std::lock_guard lock(alive->mutex); }
+      alive->produced.notify_all();
+    }
+  };
   for (std::uint32_t i = 0; i < options.depth; ++i) {
     auto slot = std::make_shared<IngressBatch::Slot>();
     slot->ring = state->ring;
@@ -462,19 +484,23 @@ Result<std::optional<IngressBatch>> IngressPipeline::next(Timeout timeout) {
   }
   const detail::Deadline deadline(timeout);
   std::unique_lock lock(s.mutex);
-  // Every tensor with the application and nothing queued: no batch can come until one is
-  // released, so say so instead of waiting forever.
-  if (!s.closed && s.entries.empty() && !s.producer_done && s.ring->all_lent()) {
+  // Every tensor with the application, nothing queued and the producer waiting for a slot: no
+  // batch can come until one is released, so say so instead of waiting forever. (The end of
+  // the stream or a source's error still comes first: the source is asked before a slot.)
+  bool starved = false;
+  const bool available = deadline.wait(s.produced, lock, [&] {
+    if (s.closed || !s.entries.empty() || s.producer_done) return true;
+    starved = s.ring->starved();
+    return starved;
+  });
+  if (!available) return Status(ErrorCode::timeout, "IngressPipeline::next: no batch within the timeout");
+  if (starved && !s.closed && s.entries.empty() && !s.producer_done) {
     return Status(ErrorCode::failed_precondition,
                   "IngressPipeline::next: the application holds all " +
                       std::to_string(s.options.depth) +
                       " of the pipeline's tensors (depth); release a batch before asking for "
                       "the next");
   }
-  const bool available = deadline.wait(s.produced, lock, [&] {
-    return s.closed || !s.entries.empty() || s.producer_done;
-  });
-  if (!available) return Status(ErrorCode::timeout, "IngressPipeline::next: no batch within the timeout");
   if (s.closed) {
     return Status(ErrorCode::failed_precondition, "IngressPipeline::next: the pipeline is closed");
   }
