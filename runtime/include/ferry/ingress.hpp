@@ -153,9 +153,9 @@ class IngressPipeline {
   // An error is the error of that batch (its index is in the message); the next call goes on
   // with the following batch. ErrorCode::timeout when none arrives in time (call again);
   // failed_precondition once closed, when called from the source (it would wait for itself), or
-  // when the application holds all `depth` batches and none is queued (none can come until one
-  // is released; the end of the stream is still reported, as the source is asked before a
-  // tensor is taken for its batch).
+  // when the application holds all `depth` batches, none is queued and the producer waits for a
+  // tensor for the next one (none can come until one is released; the end of the stream and a
+  // source's error are still reported, as the source is asked before a tensor is taken).
   Result<std::optional<IngressBatch>> next(Timeout timeout = kInfinite);
 
   // Stops asking the source for batches (waiting for a source call in progress to return) and
