@@ -123,11 +123,20 @@ std::uintptr_t stream_handle(nb::handle stream) {
   return nb::cast<std::uintptr_t>(stream);
 }
 
-std::uint64_t PyTensor::nbytes() const {
+std::uint64_t byte_count(const DType& dtype, const std::vector<std::int64_t>& shape,
+                         const char* call) {
   std::uint64_t n = dtype.itemsize();
-  for (const std::int64_t extent : shape) n *= static_cast<std::uint64_t>(extent);
+  for (const std::int64_t extent : shape) {
+    if (extent < 0) invalid(std::string(call) + ": negative extent " + std::to_string(extent));
+    if (__builtin_mul_overflow(n, static_cast<std::uint64_t>(extent), &n)) {
+      invalid(std::string(call) + ": the shape's size overflows 64 bits");
+    }
+  }
   return n;
 }
+
+// Shapes are checked when tensors are made (byte_count), so this cannot overflow.
+std::uint64_t PyTensor::nbytes() const { return byte_count(dtype, shape, "Tensor"); }
 
 TimelinePoint PyTensor::consumers_done() {
   std::vector<std::uintptr_t> streams;

@@ -108,6 +108,10 @@ struct DType {
   std::uint32_t itemsize() const { return bits / 8; }
 };
 DType dtype_from(std::string_view name);
+// Bytes of a tensor of `shape` and `dtype`, checked: InvalidArgumentError for a negative extent
+// or a size past 64 bits (naming `call`).
+std::uint64_t byte_count(const DType& dtype, const std::vector<std::int64_t>& shape,
+                         const char* call);
 
 // A typed view of ferry memory: what ops write and DLPack exports. It holds the memory (a buffer
 // or a lease range) alive, knows when its contents are ready, and remembers the CUDA streams it

@@ -59,24 +59,30 @@ std::optional<std::intptr_t> stream_argument(nb::handle stream) {
   return nb::cast<std::intptr_t>(stream);
 }
 
-// The DLManagedTensor of an imported array, handed back to its producer's deleter when ferry is
-// done with the memory. The deleter may need the GIL (NumPy's and CuPy's take it) and ferry may
-// drop the memory on any of its threads: without the GIL it runs as a pending call on the main
-// thread, never blocking a ferry thread on the interpreter.
+// Runs `release(argument)` where Python may be used: at once when this thread holds the GIL,
+// else as a pending call on the main thread, so that a ferry thread dropping imported memory
+// never blocks on the interpreter; never once it is finalizing (the process is ending: leaked).
+void release_with_python(int (*release)(void*), void* argument) {
+  if (PyGILState_Check() != 0) {
+    (void)release(argument);
+    return;
+  }
+  if (!python_running()) return;
+  (void)Py_AddPendingCall(release, argument);  // a full queue leaks it rather than blocking
+}
+
+// The DLManagedTensor of an imported array, handed back to its producer's deleter (NumPy's and
+// CuPy's take the GIL) when ferry is done with the memory.
 template <typename Managed>
 void release_import(Managed* managed) {
   if (managed == nullptr || managed->deleter == nullptr) return;
-  if (PyGILState_Check() != 0) {
-    managed->deleter(managed);
-    return;
-  }
-  if (!python_running()) return;  // finalizing: the process is ending, leave it
-  auto call = [](void* argument) -> int {
-    auto* m = static_cast<Managed*>(argument);
-    m->deleter(m);
-    return 0;
-  };
-  (void)Py_AddPendingCall(call, managed);  // a full queue leaks it rather than blocking
+  release_with_python(
+      [](void* argument) -> int {
+        auto* m = static_cast<Managed*>(argument);
+        m->deleter(m);
+        return 0;
+      },
+      managed);
 }
 
 // A buffer-protocol export held for an imported host array, released the same way.
@@ -85,19 +91,14 @@ struct HeldView {
 };
 void release_view(HeldView* held) {
   if (held == nullptr) return;
-  if (PyGILState_Check() != 0) {
-    PyBuffer_Release(&held->view);
-    delete held;
-    return;
-  }
-  if (!python_running()) return;
-  auto call = [](void* argument) -> int {
-    auto* h = static_cast<HeldView*>(argument);
-    PyBuffer_Release(&h->view);
-    delete h;
-    return 0;
-  };
-  (void)Py_AddPendingCall(call, held);
+  release_with_python(
+      [](void* argument) -> int {
+        auto* h = static_cast<HeldView*>(argument);
+        PyBuffer_Release(&h->view);
+        delete h;
+        return 0;
+      },
+      held);
 }
 
 [[noreturn]] void fail(ErrorCode code, std::string message) {
@@ -243,8 +244,6 @@ nb::object from_dlpack(nb::handle array, PyDevice& device, std::optional<std::st
   const dl::Tensor& t = *tensor;
   const DType dtype = dtype_of(t.dtype);
   std::vector<std::int64_t> shape(t.shape, t.shape + t.ndim);
-  std::uint64_t elements = 1;
-  for (const std::int64_t e : shape) elements *= static_cast<std::uint64_t>(e);
   if (t.strides != nullptr) {
     std::int64_t expected = 1;
     for (int i = t.ndim - 1; i >= 0; --i) {
@@ -257,7 +256,7 @@ nb::object from_dlpack(nb::handle array, PyDevice& device, std::optional<std::st
       expected *= shape[i];
     }
   }
-  const std::uint64_t nbytes = elements * dtype.itemsize();
+  const std::uint64_t nbytes = byte_count(dtype, shape, "from_dlpack");
   if (nbytes == 0) fail(ErrorCode::invalid_argument, "the array is empty: ferry memory cannot be");
   std::span<std::byte> bytes(static_cast<std::byte*>(t.data) + t.byte_offset, nbytes);
   MemoryKind chosen = MemoryKind::device;

@@ -76,12 +76,7 @@ std::vector<std::int64_t> shape_or(std::optional<std::vector<std::int64_t>> shap
     }
     return {static_cast<std::int64_t>(bytes / dtype.itemsize())};
   }
-  for (const std::int64_t extent : *shape) {
-    if (extent < 0) {
-      throw StatusError{Status(ErrorCode::invalid_argument,
-                               std::string(call) + ": negative extent " + std::to_string(extent))};
-    }
-  }
+  (void)byte_count(dtype, *shape, call);  // rejects negative extents and overflow
   return *shape;
 }
 
@@ -96,10 +91,7 @@ nb::object view_of(const BufferRef& ref, const Device& device, std::string_view 
                                                           std::to_string(ref.size) + " bytes")};
   }
   std::vector<std::int64_t> extents = shape_or(std::move(shape), ref.size - offset, dtype, call);
-  PyTensor probe;
-  probe.dtype = dtype;
-  probe.shape = extents;
-  const BufferRef range = sub_ref(ref, offset, probe.nbytes(), call);
+  const BufferRef range = sub_ref(ref, offset, byte_count(dtype, extents, call), call);
   return make_tensor(range, dtype, std::move(extents), TimelinePoint{}, device);
 }
 
@@ -143,10 +135,34 @@ nb::dict pool_stats(const StagingPool& pool) {
 
 std::string kind_name(MemoryKind kind) { return std::string(to_string(kind)); }
 
+// What a Buffer or Lease exports: all of it, as a 1-D uint8 tensor.
+const Buffer& memory_of(const PyBuffer& holder) { return holder.buffer; }
+const Lease& memory_of(const PyLease& holder) { return holder.lease; }
+template <typename Holder>
+nb::object bytes_view(const Holder& holder, const char* call) {
+  return view_of(BufferRef(memory_of(holder)), holder.device, "uint8", std::nullopt, 0, call);
+}
+template <typename Holder>
+void def_dlpack_as_bytes(nb::class_<Holder>& cls, const char* doc) {
+  cls.def(
+         "__dlpack__",
+         [](Holder& self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
+            nb::handle copy) {
+           return tensor_dlpack(bytes_view(self, "__dlpack__"), stream, max_version, dl_device,
+                                copy);
+         },
+         nb::arg("stream").none() = nb::none(), nb::kw_only(),
+         nb::arg("max_version").none() = nb::none(), nb::arg("dl_device").none() = nb::none(),
+         nb::arg("copy").none() = nb::none(), doc)
+      .def("__dlpack_device__", [](Holder& self) {
+        return tensor_dlpack_device(bytes_view(self, "__dlpack_device__"));
+      });
+}
+
 }  // namespace
 
 void bind_memory(nb::module_& m, DeviceClass& device_class) {
-  nb::class_<PyBuffer>(m, "Buffer",
+  auto buffer_class = nb::class_<PyBuffer>(m, "Buffer",
                        "Device memory (or pinned host memory), freed once no submission uses it.")
       .def_prop_ro("size", [](PyBuffer& self) { return self.buffer.size(); })
       .def_prop_ro("kind", [](PyBuffer& self) { return kind_name(self.buffer.memory_kind()); })
@@ -171,22 +187,6 @@ void bind_memory(nb::module_& m, DeviceClass& device_class) {
           },
           "A writable memoryview of a host_upload / host_readback buffer's bytes (it keeps the "
           "memory alive). Read it only after the work writing it has completed.")
-      .def(
-          "__dlpack__",
-          [](PyBuffer& self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
-             nb::handle copy) {
-            nb::object tensor = view_of(BufferRef(self.buffer), self.device, "uint8",
-                                        std::nullopt, 0, "Buffer.__dlpack__");
-            return tensor_dlpack(tensor, stream, max_version, dl_device, copy);
-          },
-          nb::arg("stream").none() = nb::none(), nb::kw_only(),
-          nb::arg("max_version").none() = nb::none(), nb::arg("dl_device").none() = nb::none(),
-          nb::arg("copy").none() = nb::none(), "The buffer as a 1-D uint8 DLPack tensor.")
-      .def("__dlpack_device__",
-           [](PyBuffer& self) {
-             return tensor_dlpack_device(view_of(BufferRef(self.buffer), self.device, "uint8",
-                                                 std::nullopt, 0, "Buffer.__dlpack_device__"));
-           })
       .def("release", [](PyBuffer& self) { self.buffer.release(); },
            "Gives up this handle's hold; the memory is freed once nothing uses it.")
       .def("__repr__", [](PyBuffer& self) {
@@ -195,7 +195,7 @@ void bind_memory(nb::module_& m, DeviceClass& device_class) {
                kind_name(self.buffer.memory_kind()) + ")";
       });
 
-  nb::class_<PyLease>(m, "Lease",
+  auto lease_class = nb::class_<PyLease>(m, "Lease",
                       "A range of a staging pool's pinned slab; back in the pool once released "
                       "and no submission uses it.")
       .def_prop_ro("size", [](PyLease& self) { return self.lease.size(); })
@@ -227,22 +227,6 @@ void bind_memory(nb::module_& m, DeviceClass& device_class) {
                            "Lease.as_tensor");
           },
           nb::arg("dtype") = "uint8", nb::arg("shape") = nb::none(), nb::arg("offset") = 0)
-      .def(
-          "__dlpack__",
-          [](PyLease& self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
-             nb::handle copy) {
-            nb::object tensor = view_of(BufferRef(self.lease), self.device, "uint8",
-                                        std::nullopt, 0, "Lease.__dlpack__");
-            return tensor_dlpack(tensor, stream, max_version, dl_device, copy);
-          },
-          nb::arg("stream").none() = nb::none(), nb::kw_only(),
-          nb::arg("max_version").none() = nb::none(), nb::arg("dl_device").none() = nb::none(),
-          nb::arg("copy").none() = nb::none(), "The lease as a 1-D uint8 DLPack tensor.")
-      .def("__dlpack_device__",
-           [](PyLease& self) {
-             return tensor_dlpack_device(view_of(BufferRef(self.lease), self.device, "uint8",
-                                                 std::nullopt, 0, "Lease.__dlpack_device__"));
-           })
       .def("release", [](PyLease& self) { self.lease.release(); },
            "Gives up this handle's hold; the range returns to the pool when the GPU is done.")
       .def("__enter__", [](nb::handle self) { return self; })
@@ -253,6 +237,9 @@ void bind_memory(nb::module_& m, DeviceClass& device_class) {
         if (!self.lease) return std::string("Lease(released)");
         return "Lease(" + std::to_string(self.lease.size()) + " bytes)";
       });
+
+  def_dlpack_as_bytes(buffer_class, "The buffer as a 1-D uint8 DLPack tensor.");
+  def_dlpack_as_bytes(lease_class, "The lease as a 1-D uint8 DLPack tensor.");
 
   nb::class_<PyPool>(m, "StagingPool", "Bounded pinned host memory, leased out in ranges.")
       .def(
@@ -341,16 +328,15 @@ void bind_memory(nb::module_& m, DeviceClass& device_class) {
           "empty",
           [](PyDevice& self, std::vector<std::int64_t> shape, std::string_view dtype,
              std::string_view kind) {
-            PyTensor probe;
-            probe.dtype = dtype_from(dtype);
-            probe.shape = shape_or(shape, 0, probe.dtype, "Device.empty");
+            const DType type = dtype_from(dtype);
+            const std::uint64_t bytes = byte_count(type, shape, "Device.empty");
             const MemoryKind memory = memory_kind_from(kind);
             Result<Buffer> buffer = [&] {
               nb::gil_scoped_release unlocked;
-              return self.device.create_buffer(probe.nbytes(), memory);
+              return self.device.create_buffer(bytes, memory);
             }();
             Buffer made = take(std::move(buffer));
-            return make_tensor(BufferRef(made), probe.dtype, probe.shape, TimelinePoint{},
+            return make_tensor(BufferRef(made), type, std::move(shape), TimelinePoint{},
                                self.device);
           },
           nb::arg("shape"), nb::arg("dtype") = "float32", nb::arg("kind") = "device",
