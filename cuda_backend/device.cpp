@@ -93,6 +93,9 @@ CudaDevice::~CudaDevice() {
     if (stream != nullptr) (void)cudaStreamDestroy(stream);
   }
   if (peer_stream_ != nullptr) (void)cudaStreamDestroy(peer_stream_);
+  for (cudaEvent_t event : stream_wait_events_) {
+    if (event != nullptr) (void)cudaEventDestroy(event);
+  }
   (void)cudaGetLastError();
 }
 
@@ -271,13 +274,13 @@ Status CudaDevice::queue_wait_stream(QueueKind queue, std::uintptr_t stream) {
   }
   const CurrentDevice restore;
   FERRY_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
-  cudaEvent_t event = nullptr;
-  FERRY_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  cudaEvent_t& event = stream_wait_events_[queue_index];
+  if (event == nullptr) {
+    FERRY_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  }
   // NOLINTNEXTLINE(performance-no-int-to-ptr): a stream handle given as an integer (DLPack)
   cudaError_t error = cudaEventRecord(event, reinterpret_cast<cudaStream_t>(stream));
   if (error == cudaSuccess) error = cudaStreamWaitEvent(streams_[queue_index], event, 0);
-  // Destroying a recorded event is fine: CUDA frees it once the wait no longer needs it.
-  (void)cudaEventDestroy(event);
   if (error != cudaSuccess) {
     return cuda_status(error, "ordering the " + std::string(to_string(queue)) +
                                   " queue behind a native stream (cudaEventRecord, "

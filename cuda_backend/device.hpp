@@ -66,6 +66,9 @@ class CudaDevice final : public backend::BackendDevice {
   const int index_;
   DeviceInfo info_;
   std::array<cudaStream_t, kQueueKindCount> streams_{};  // indexed by QueueKind
+  // queue_wait_stream's event per queue, made on first use and re-recorded on each (a wait
+  // captures the event's state when it is enqueued; calls are serialized with submit()).
+  std::array<cudaEvent_t, kQueueKindCount> stream_wait_events_{};
   std::mutex peer_mutex_;            // guards peer_stream_, and copies from other devices
   cudaStream_t peer_stream_ = nullptr;  // made on the first copy from another device
   std::array<StreamTimer, kQueueKindCount> timers_;      // inactive unless tracing

@@ -31,7 +31,6 @@ struct IngressBatch::Slot {
   Buffer output;
   TimelinePoint input_read;     // the last transform that read `input`
   TimelinePoint consumer_done;  // the last consumer of `output`, as released by the app
-  bool lent = false;            // in a batch next() handed to the application (ring's mutex)
 };
 
 // The free slots, owned by the pipeline: a fixed ring with room for every slot, so that giving
@@ -44,7 +43,6 @@ struct IngressBatch::Slot::Ring {
   std::vector<std::shared_ptr<Slot>> slots;  // slots[(head + i) % size()], i < count, are free
   std::size_t head = 0;
   std::size_t count = 0;
-  std::size_t lent = 0;  // slots in batches the application holds
   bool stopping = false;
   bool taker_waiting = false;  // the producer waits in take() for a slot
   // Called (without this ring's lock) when the producer starts waiting for a slot: next() then
@@ -55,10 +53,6 @@ struct IngressBatch::Slot::Ring {
     {
       std::lock_guard lock(mutex);
       if (count == slots.size()) return;  // cannot happen: every slot is in one place at a time
-      if (slot->lent) {
-        slot->lent = false;
-        --lent;
-      }
       slots[(head + count) % slots.size()] = std::move(slot);
       ++count;
     }
@@ -90,17 +84,11 @@ struct IngressBatch::Slot::Ring {
     }
     freed.notify_all();
   }
-  // The application takes a batch holding `slot`.
-  void lend(Slot& slot) {
-    std::lock_guard lock(mutex);
-    slot.lent = true;
-    ++lent;
-  }
-  // Whether the producer waits for a slot while the application holds every one: nothing can
-  // be produced until it releases one.
+  // Whether the producer waits for a free slot. With no batch queued (the caller checks), every
+  // slot is then with the application: nothing can be produced until it releases one.
   bool starved() {
     std::lock_guard lock(mutex);
-    return taker_waiting && count == 0 && lent == slots.size();
+    return taker_waiting && count == 0;
   }
 };
 
@@ -510,7 +498,6 @@ Result<std::optional<IngressBatch>> IngressPipeline::next(Timeout timeout) {
   s.entries.pop_front();
   lock.unlock();
   if (!entry.error.ok()) return entry.error;
-  if (entry.batch.slot_) s.ring->lend(*entry.batch.slot_);
   return std::optional<IngressBatch>(std::move(entry.batch));
 }
 
