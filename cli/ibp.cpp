@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -98,24 +100,17 @@ Status file_error(const fs::path& path, ErrorCode code, const std::string& what)
   return Status(code, path.string() + ": " + what);
 }
 
-Result<std::vector<std::byte>> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return file_error(path, ErrorCode::failed_precondition, "cannot be opened");
-  const auto size = static_cast<std::uint64_t>(in.tellg());
-  std::vector<std::byte> bytes(size);
-  in.seekg(0);
-  if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size))) {
-    return file_error(path, ErrorCode::failed_precondition, "cannot be read");
-  }
-  return bytes;
-}
-
 Status write_file(const fs::path& path, std::span<const std::byte> bytes) {
+  std::error_code error;
+  if (fs::is_directory(path, error)) {
+    return file_error(path, ErrorCode::invalid_argument, "is a directory, not a file to write");
+  }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (out) out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (out) out.close();
   if (!out) {
-    std::error_code ignored;
-    fs::remove(path, ignored);
+    // A partial regular file is removed; never anything else the path names (a device, a pipe).
+    if (fs::is_regular_file(path, error)) fs::remove(path, error);
     return file_error(path, ErrorCode::failed_precondition, "cannot be written");
   }
   return ok_status();
@@ -214,12 +209,11 @@ Result<std::vector<std::byte>> run_encode(const Options& options, std::span<cons
   return ibp::encode(data, params);
 }
 
+// `stream` was validated (validate_for_decode) before `out` was allocated.
 Status run_decode(const Options& options, std::span<const std::byte> stream,
                   std::span<std::byte> out) {
   const auto threads = static_cast<unsigned>(options.number("--threads"));
-  if (!on_device(options)) return ibp::decode(stream, out, false, threads);
-  // A corrupt file is found on the host, before anything goes to the device.
-  FERRY_RETURN_IF_ERROR(ibp::validate(stream, threads));
+  if (!on_device(options)) return ibp::decode(stream, out, true, threads);
   return device_decode(options, stream, out);
 }
 
@@ -228,7 +222,7 @@ int encode_main(const Options& options, const std::string&) {
   if (!options.given("--out")) return usage_error("ibp encode: needs --out PATH (or -o PATH)");
   const fs::path output = options.text("--out");
   ibp::EncodeParams params;
-  std::vector<std::byte> raw;
+  vector_files::FileBytes raw;
   vector_files::VectorMatrix matrix;
   std::span<const std::byte> data;
   std::uint64_t rows = 0, cols = 0;
@@ -261,16 +255,22 @@ int encode_main(const Options& options, const std::string&) {
     params.ndim = static_cast<std::uint8_t>(shape.size());
     rows = shape.size() == 2 ? shape[0] : 1;
     cols = shape.back();
-    auto read = read_file(input);
+    std::uint64_t shape_bytes = 0;
+    if (__builtin_mul_overflow(rows, cols, &shape_bytes) ||
+        __builtin_mul_overflow(shape_bytes, std::uint64_t{d->size}, &shape_bytes)) {
+      return usage_error("ibp encode: --shape " + options.text("--shape") + " of " +
+                         std::string(d->name) + " is more than 2^64 bytes");
+    }
+    auto read = vector_files::read_file_bytes(input);
     if (!read.ok()) return library_error(read.status());
     raw = std::move(*read);
-    if (raw.size() != rows * cols * d->size) {
+    if (raw.bytes.size() != shape_bytes) {
       return library_error(file_error(input, ErrorCode::invalid_argument,
-                                      std::to_string(raw.size()) + " bytes, not the " +
-                                          std::to_string(rows * cols * d->size) + " of --shape " +
+                                      std::to_string(raw.bytes.size()) + " bytes, not the " +
+                                          std::to_string(shape_bytes) + " of --shape " +
                                           options.text("--shape") + " of " + std::string(d->name)));
     }
-    data = raw;
+    data = raw.bytes;
   }
   const std::uint64_t elements = rows * cols;
   if (elements == 0) return library_error(file_error(input, ErrorCode::invalid_argument, "no elements"));
@@ -298,12 +298,24 @@ int decode_main(const Options& options, const std::string&) {
   const fs::path input = options.operands()[0];
   if (!options.given("--out")) return usage_error("ibp decode: needs --out PATH (or -o PATH)");
   const fs::path output = options.text("--out");
-  auto stream = read_file(input);
-  if (!stream.ok()) return library_error(stream.status());
-  auto layout = ibp::read_layout(*stream);
+  auto file = vector_files::read_file_bytes(input);
+  if (!file.ok()) return library_error(file.status());
+  const std::span<const std::byte> stream = file->bytes;
+  // The whole stream is checked before the tensor it describes is allocated (a 64-byte file can
+  // claim any size), and the tensor against this machine's memory.
+  const auto layout =
+      ibp::validate_for_decode(stream, static_cast<unsigned>(options.number("--threads")));
   if (!layout.ok()) return library_error(layout.status(), input.string());
-  std::vector<std::byte> tensor(layout->raw_bytes());
-  if (Status s = run_decode(options, *stream, tensor); !s.ok()) {
+  // Uninitialized: the decoder writes every byte.
+  const std::unique_ptr<std::byte[]> memory(
+      new (std::nothrow) std::byte[std::max<std::uint64_t>(layout->raw_bytes(), 1)]);
+  if (!memory) {
+    return library_error(file_error(input, ErrorCode::out_of_memory,
+                                    "cannot allocate the " + std::to_string(layout->raw_bytes()) +
+                                        " bytes of its tensor"));
+  }
+  const std::span<std::byte> tensor(memory.get(), layout->raw_bytes());
+  if (Status s = run_decode(options, stream, tensor); !s.ok()) {
     return library_error(s, input.string());
   }
   Status written;
@@ -331,9 +343,9 @@ int decode_main(const Options& options, const std::string&) {
 
 int inspect_main(const Options& options, const std::string&) {
   const fs::path input = options.operands()[0];
-  auto stream = read_file(input);
-  if (!stream.ok()) return library_error(stream.status());
-  auto stats = ibp::inspect(*stream);
+  auto file = vector_files::read_file_bytes(input);
+  if (!file.ok()) return library_error(file.status());
+  auto stats = ibp::inspect(file->bytes);
   if (!stats.ok()) return library_error(stats.status(), input.string());
   const ibp::Layout& l = stats->layout;
   const DtypeName* d = by_dtype(l.dtype);

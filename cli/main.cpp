@@ -130,7 +130,12 @@ int run(const std::vector<std::string_view>& args) {
 
 std::string unwritable(const std::string& path) {
   std::error_code ignored;
-  const bool existed = std::filesystem::exists(path, ignored);
+  const std::filesystem::file_status status = std::filesystem::status(path, ignored);
+  if (std::filesystem::is_directory(status)) return "is a directory";
+  // A device or pipe the user names (/dev/stdout, a FIFO) is written as it is, never probed:
+  // opening a FIFO would wait for its reader, and closing the probe would end the reader's input.
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) return {};
+  const bool existed = std::filesystem::exists(status);
   std::FILE* file = std::fopen(path.c_str(), "a");
   if (file == nullptr) return std::strerror(errno);
   std::fclose(file);

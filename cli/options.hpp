@@ -127,9 +127,10 @@ inline constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2;
 // A bench stopped by Ctrl-C (128 + SIGINT, as a shell reports it) after printing what it had.
 inline constexpr int kExitInterrupted = 130;
 
-// Why `path` cannot be written (the system's reason), or empty when it can: checked before a
-// command's work so that a bad output path is found at once. A file made only for this check is
-// removed again.
+// Why `path` cannot be written (the system's reason, or "is a directory"), or empty when it can:
+// checked before a command's work so that a bad output path is found at once. A file made only
+// for this check is removed again; a device or FIFO is not probed (opening a FIFO waits for its
+// reader).
 std::string unwritable(const std::string& path);
 // "ferry: <message>" and a pointer to --help on stderr; returns kExitUsage.
 int usage_error(std::string_view message);

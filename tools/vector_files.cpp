@@ -1,7 +1,5 @@
 #include "vector_files.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +18,7 @@
 #include <vector>
 
 #include "core/checked.hpp"
+#include "core/input_file.hpp"
 
 namespace ferry::vector_files {
 
@@ -41,9 +40,13 @@ constexpr std::uint64_t kNpyGrowthDigits = 21;  // numpy.save's spare room for a
 
 std::string str(std::uint64_t value) { return std::to_string(value); }
 
-// A file's content is wrong.
-Status bad_file(const fs::path& path, const std::string& what) {
-  return Status(ErrorCode::invalid_argument, path.string() + ": " + what);
+// A file's content breaks its format (truncated, a bad magic or header, rows that disagree):
+// data_corrupt, as every reader of files says (core/input_file.hpp).
+Status bad_file(const fs::path& path, const std::string& what) { return detail::corrupt(path, what); }
+
+// A well-formed file holding what these readers do not take (a dtype, an order, a shape).
+Status unsupported(const fs::path& path, const std::string& what) {
+  return detail::file_status(path, ErrorCode::invalid_argument, what);
 }
 
 // The system refused (open, read, write): its reason, from errno.
@@ -63,58 +66,10 @@ VectorElement vecs_element(VectorFormat format) {
   }
 }
 
-// A read-only file descriptor, closed on destruction.
-class InputFile {
- public:
-  static Result<InputFile> open(const fs::path& path) {
-    InputFile file;
-    file.path_ = path;
-    file.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (file.fd_ < 0) return system_error(path, "cannot open", errno);
-    struct stat info {};
-    if (::fstat(file.fd_, &info) != 0) return system_error(path, "cannot stat", errno);
-    if (!S_ISREG(info.st_mode)) return bad_file(path, "not a regular file");
-    file.size_ = static_cast<std::uint64_t>(info.st_size);
-    return file;
-  }
-
-  InputFile(InputFile&& other) noexcept
-      : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)), size_(other.size_) {}
-  InputFile& operator=(InputFile&&) = delete;
-  ~InputFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
-  std::uint64_t size() const { return size_; }
-  int fd() const { return fd_; }
-
-  // Reads exactly to.size() bytes at `offset`, which the caller has checked lie in the file.
-  Status read_at(std::uint64_t offset, std::span<std::byte> to) const {
-    while (!to.empty()) {
-      const ssize_t got = ::pread(fd_, to.data(), to.size(), static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) return system_error(path_, "cannot read at byte " + str(offset), errno);
-      if (got == 0) {
-        return bad_file(path_, "ended at byte " + str(offset) + " while being read (was it "
-                               "truncated meanwhile?)");
-      }
-      offset += static_cast<std::uint64_t>(got);
-      to = to.subspan(static_cast<std::size_t>(got));
-    }
-    return Status();
-  }
-
- private:
-  InputFile() = default;
-
-  fs::path path_;
-  int fd_ = -1;
-  std::uint64_t size_ = 0;
-};
-
 // `bytes` of uninitialized heap memory (shared, so that a VectorMatrix can hold it), or
 // out_of_memory.
 Result<std::shared_ptr<std::byte[]>> allocate(const fs::path& path, std::uint64_t bytes) {
+  FERRY_RETURN_IF_ERROR(detail::check_host_allocation(bytes, path.string() + ": the data"));
   std::byte* memory = new (std::nothrow) std::byte[std::max<std::uint64_t>(bytes, 1)];
   if (memory == nullptr) {
     return Status(ErrorCode::out_of_memory,
@@ -154,7 +109,7 @@ struct Loaded {
 
 // Reads the records through a buffer of whole records (about 4 MiB) and copies each row, without
 // its dimension, into one allocation of rows x dims elements.
-Result<Loaded> read_vecs(const fs::path& path, VectorFormat format, const InputFile& file) {
+Result<Loaded> read_vecs(const fs::path& path, VectorFormat format, const detail::InputFile& file) {
   const std::string name(to_string(format));
   const std::uint64_t size = file.size();
   if (size == 0) return bad_file(path, "empty: a ." + name + " file holds at least one row");
@@ -230,6 +185,9 @@ class NpyHeaderParser {
  public:
   explicit NpyHeaderParser(std::string_view text) : text_(text) {}
 
+  // Whether parse()'s error is a well-formed header this reader does not take.
+  bool unsupported() const { return unsupported_; }
+
   // The header, or what is wrong with it.
   std::variant<NpyHeader, std::string> parse() {
     NpyHeader header;
@@ -247,6 +205,7 @@ class NpyHeaderParser {
       int slot = 0;
       if (key == "descr") {
         if (peek() == '[') {
+          unsupported_ = true;
           return std::string("descr is a list (a structured dtype); only plain dtypes are read");
         }
         if (!quoted(header.descr)) return error("expected a quoted dtype after 'descr'");
@@ -343,6 +302,7 @@ class NpyHeaderParser {
 
   std::string_view text_;
   std::size_t at_ = 0;
+  bool unsupported_ = false;  // the header is well formed but holds what is not read
 };
 
 // The element an .npy dtype string names, or what is wrong with it.
@@ -392,18 +352,8 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
   return text + (shape.size() == 1 ? ",)" : ")");
 }
 
-// The file, mapped read-only; nothing for an empty length.
-Result<std::shared_ptr<const void>> map_file(const fs::path& path, const InputFile& file) {
-  void* address = ::mmap(nullptr, file.size(), PROT_READ, MAP_PRIVATE, file.fd(), 0);
-  if (address == MAP_FAILED) return system_error(path, "cannot map", errno);
-  const std::size_t length = file.size();
-  return std::shared_ptr<const void>(address, [length](const void* p) {
-    ::munmap(const_cast<void*>(p), length);
-  });
-}
-
 // `any`: every dtype of read_npy_array and 1-D shapes too.
-Result<Loaded> read_npy(const fs::path& path, const InputFile& file, bool any = false) {
+Result<Loaded> read_npy(const fs::path& path, const detail::InputFile& file, bool any = false) {
   const std::uint64_t size = file.size();
   std::byte prefix[12] = {};
   FERRY_RETURN_IF_ERROR(file.read_at(0, {prefix, std::min<std::uint64_t>(size, 12)}));
@@ -441,28 +391,34 @@ Result<Loaded> read_npy(const fs::path& path, const InputFile& file, bool any = 
   std::string text(header_bytes, '\0');
   FERRY_RETURN_IF_ERROR(file.read_at(
       header_offset, {reinterpret_cast<std::byte*>(text.data()), text.size()}));
-  auto parsed = NpyHeaderParser(text).parse();
+  NpyHeaderParser parser(text);
+  auto parsed = parser.parse();
   if (auto* what = std::get_if<std::string>(&parsed)) {
     std::string shown = text.substr(0, 120);
     while (!shown.empty() && (shown.back() == ' ' || shown.back() == '\n')) shown.pop_back();
+    // A hostile header must not reach a terminal as control characters.
+    for (char& c : shown) {
+      if (std::isprint(static_cast<unsigned char>(c)) == 0) c = '?';
+    }
+    if (parser.unsupported()) return unsupported(path, *what + ": " + shown);
     return bad_file(path, "bad .npy header (" + *what + "): " + shown);
   }
   const NpyHeader& header = std::get<NpyHeader>(parsed);
   auto element = npy_element(header.descr, any);
-  if (auto* what = std::get_if<std::string>(&element)) return bad_file(path, *what);
+  if (auto* what = std::get_if<std::string>(&element)) return unsupported(path, *what);
   if (header.fortran_order) {
-    return bad_file(path, "the array is in Fortran (column-major) order; rows must be "
+    return unsupported(path, "the array is in Fortran (column-major) order; rows must be "
                           "contiguous (numpy: np.ascontiguousarray(a))");
   }
   const bool one_d = any && header.shape.size() == 1;
   if (header.shape.size() != 2 && !one_d) {
-    return bad_file(path, "shape " + shape_text(header.shape) + " is " +
+    return unsupported(path, "shape " + shape_text(header.shape) + " is " +
                               str(header.shape.size()) + "-D; a 2-D array (rows, dims) is read" +
                               (any ? " or a 1-D one" : ""));
   }
   const std::uint64_t rows = one_d ? 1 : header.shape[0];
   const std::uint64_t dims = one_d ? header.shape[0] : header.shape[1];
-  if (dims == 0) return bad_file(path, "shape " + shape_text(header.shape) + ": dimension 0");
+  if (dims == 0) return unsupported(path, "shape " + shape_text(header.shape) + ": dimension 0");
   Loaded loaded{std::get<VectorElement>(element), rows, dims, one_d ? std::uint8_t{1} : std::uint8_t{2},
                 {}, nullptr};
   const std::uint64_t element_size = element_bytes(loaded.element);
@@ -488,9 +444,9 @@ Result<Loaded> read_npy(const fs::path& path, const InputFile& file, bool any = 
   if (*data_bytes == 0) return loaded;
   // numpy aligns the data to 64 bytes; a file that does not align it to its element is read.
   if (data_offset % element_size == 0) {
-    FERRY_ASSIGN_OR_RETURN(loaded.storage, map_file(path, file));
-    loaded.bytes = {static_cast<const std::byte*>(loaded.storage.get()) + data_offset,
-                    *data_bytes};
+    FERRY_ASSIGN_OR_RETURN(detail::InputFile::Mapping mapped, file.map());
+    loaded.bytes = mapped.bytes.subspan(data_offset, *data_bytes);
+    loaded.storage = std::move(mapped.owner);
     return loaded;
   }
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<std::byte[]> data, allocate(path, *data_bytes));
@@ -632,7 +588,7 @@ Result<VectorFormat> format_of(const fs::path& path) {
   if (extension == ".bvecs") return VectorFormat::bvecs;
   if (extension == ".ivecs") return VectorFormat::ivecs;
   if (extension == ".npy") return VectorFormat::npy;
-  return bad_file(path, (extension.empty() ? std::string("no extension")
+  return unsupported(path, (extension.empty() ? std::string("no extension")
                                            : "unknown extension '" + path.extension().string() + "'") +
                             " (vector files are .fvecs, .bvecs, .ivecs or .npy)");
 }
@@ -647,7 +603,7 @@ Result<VectorMatrix> read_vectors(const fs::path& path, VectorFormat format) {
     return Status(ErrorCode::invalid_argument, path.string() + ": unknown vector format " +
                                                    std::to_string(static_cast<unsigned>(format)));
   }
-  FERRY_ASSIGN_OR_RETURN(InputFile file, InputFile::open(path));
+  FERRY_ASSIGN_OR_RETURN(detail::InputFile file, detail::InputFile::open(path));
   FERRY_ASSIGN_OR_RETURN(Loaded loaded, format == VectorFormat::npy
                                             ? read_npy(path, file)
                                             : read_vecs(path, format, file));
@@ -661,8 +617,15 @@ Result<VectorMatrix> read_vectors(const fs::path& path, VectorFormat format) {
   return matrix;
 }
 
+Result<FileBytes> read_file_bytes(const fs::path& path) {
+  FERRY_ASSIGN_OR_RETURN(detail::InputFile file, detail::InputFile::open(path));
+  FERRY_ASSIGN_OR_RETURN(std::vector<std::byte> read, file.read_all());
+  auto held = std::make_shared<std::vector<std::byte>>(std::move(read));
+  return FileBytes{*held, held};
+}
+
 Result<VectorMatrix> read_npy_array(const fs::path& path) {
-  FERRY_ASSIGN_OR_RETURN(InputFile file, InputFile::open(path));
+  FERRY_ASSIGN_OR_RETURN(detail::InputFile file, detail::InputFile::open(path));
   FERRY_ASSIGN_OR_RETURN(Loaded loaded, read_npy(path, file, true));
   VectorMatrix matrix;
   matrix.format_ = VectorFormat::npy;

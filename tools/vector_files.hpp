@@ -11,11 +11,15 @@
 // opaque bytes), int64 '<i8', uint64 '<u8', float64 '<f8' and bool '|b1'; write_vectors() writes
 // them to .npy too.
 //
-// Errors are invalid_argument for a file whose content is wrong (truncated, with the row and
-// byte; a row whose dimension differs from the first; a dimension <= 0; an npy dtype, order,
-// shape, magic or header that is not one of the above; an extension not listed), with the path
-// first in the message; failed_precondition for a file that cannot be opened, read or written,
-// with the system's reason; out_of_memory when the data does not fit in memory.
+// Files are opened as every file from outside is (runtime/src/core/input_file.hpp): never
+// blocking, regular files only. Errors, the path first in the message: not_found for a path that
+// does not exist; invalid_argument for a path that is not a regular file (a directory, a FIFO),
+// an extension not listed, and a well-formed file holding what is not read (an npy dtype, order
+// or shape that is not one of the above, a structured dtype, a dimension of 0); data_corrupt for
+// a file whose content breaks its format (truncated, with the row and byte; a row whose
+// dimension differs from the first; a dimension <= 0; a bad npy magic, version or header; bytes
+// after the data); failed_precondition for a file the system cannot open, read or write, with
+// its reason; out_of_memory when the data does not fit in memory.
 #pragma once
 
 #include <cstddef>
@@ -99,6 +103,15 @@ Result<VectorMatrix> read_vectors(const std::filesystem::path& path, VectorForma
 // Reads an .npy file of any dtype above, 1-D (as 1 row, ndim() 1) or 2-D, whatever its
 // extension.
 Result<VectorMatrix> read_npy_array(const std::filesystem::path& path);
+
+// A whole file's bytes as they are (raw tensors, IBP streams): read into memory (a copy, so that
+// the file changing meanwhile cannot fault a reader, as a mapping could), the allocation being
+// the file's real size, whatever it claims to hold. The bytes live as long as `storage`.
+struct FileBytes {
+  std::span<const std::byte> bytes;
+  std::shared_ptr<const void> storage;
+};
+Result<FileBytes> read_file_bytes(const std::filesystem::path& path);
 
 // Writes `vectors` in the format the extension names, or in `format`, replacing the file. The
 // element must be what the format holds: float32 for .fvecs, uint8 for .bvecs, int32 for .ivecs

@@ -70,6 +70,10 @@ class DataCorruptError(Error):
     code = "data_corrupt"
 
 
+class NotFoundError(Error, FileNotFoundError):
+    code = "not_found"
+
+
 class InternalError(Error):
     code = "internal"
 
@@ -77,7 +81,8 @@ class InternalError(Error):
 _BY_CODE = {cls.code: cls for cls in (
     InvalidArgumentError, OutOfRangeError, TimeoutError, UnavailableError, OutOfMemoryError,
     ResourceExhaustedError, ReleasedError, DeviceClosedError, DeviceLostError,
-    FailedPreconditionError, TimelineFailedError, BackendError, DataCorruptError, InternalError)}
+    FailedPreconditionError, TimelineFailedError, BackendError, DataCorruptError, NotFoundError,
+    InternalError)}
 
 
 def _make(code, message, where):

@@ -105,7 +105,7 @@ Status status_from_python_error(std::string_view what) {
   // A ferry.Error raised by the callback keeps its code.
   if (nb::hasattr(value, "code") && nb::hasattr(value, "where")) {
     const std::string name = text_of(value.attr("code"));
-    for (int c = 0; c <= static_cast<int>(ErrorCode::internal); ++c) {
+    for (int c = 0; c < kErrorCodeCount; ++c) {
       if (to_string(static_cast<ErrorCode>(c)) == name) code = static_cast<ErrorCode>(c);
     }
     if (nb::hasattr(value, "message")) text = text_of(value.attr("message"));

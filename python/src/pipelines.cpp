@@ -40,10 +40,15 @@ Status status_from(nb::python_error& error, std::string_view what) {
 
 // ---- Ingress ----
 
-// The source's state, shared with the producer thread: the iterator and the batch it returned
-// last, whose memory must stay untouched until the next call (HostBatch::pageable).
+// The source's state, shared with the producer thread: the iterator, what each item must be,
+// and the item it returned last, whose memory must stay untouched until the next call
+// (HostBatch::pageable).
 struct IngressSourceState {
   SharedPyObject iterator;
+  std::uint64_t input_bytes = 0;
+  // The shapes an array item may have besides (input_bytes,): the batch's images as the layout
+  // lays them out ((N, H, W, C) or (N, C, H, W)), when tightly packed.
+  std::vector<std::int64_t> image_shape;
   std::unique_ptr<HostBytes> current_bytes;  // released under the GIL only
   SharedPyObject current_object;
 
@@ -57,7 +62,55 @@ struct IngressSourceState {
   }
 };
 
-Result<std::optional<HostBatch>> next_source_batch(IngressSourceState& state) {
+std::string shape_text(const Py_ssize_t* shape, int ndim) {
+  std::string text = "(";
+  for (int i = 0; i < ndim; ++i) text += (i == 0 ? "" : ", ") + std::to_string(shape[i]);
+  return text + (ndim == 1 ? ",)" : ")");
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::vector<Py_ssize_t> extents(shape.begin(), shape.end());
+  return shape_text(extents.data(), static_cast<int>(extents.size()));
+}
+
+// Whether an item of `ndim` extents `shape` is laid out as the batch expects: flat, the images'
+// shape, or that shape without its leading 1 (a batch of one image).
+bool item_shape_fits(const IngressSourceState& state, const Py_ssize_t* shape, int ndim) {
+  if (ndim == 1) return true;  // the byte count is checked on its own
+  const std::vector<std::int64_t>& expected = state.image_shape;
+  const int rank = static_cast<int>(expected.size());
+  const int skip = ndim == rank ? 0 : ndim + 1 == rank && expected.front() == 1 ? 1 : -1;
+  if (rank == 0 || skip < 0) return false;
+  for (int i = 0; i < ndim; ++i) {
+    if (shape[i] != expected[static_cast<std::size_t>(i + skip)]) return false;
+  }
+  return true;
+}
+
+// What an item must be, for its error message.
+std::string expected_item(const IngressSourceState& state) {
+  std::string text = "a C-contiguous uint8 array of " + std::to_string(state.input_bytes) +
+                     " bytes (shape (" + std::to_string(state.input_bytes) + ",)";
+  if (!state.image_shape.empty()) text += " or " + shape_text(state.image_shape);
+  return text + "), or a Lease, host Buffer or uint8 Tensor of that many bytes";
+}
+
+// An item's element type, as the user knows it: numpy's dtype, else the buffer's format.
+std::string dtype_name_of(nb::handle item, std::string_view format) {
+  if (nb::hasattr(item, "dtype")) return text_of(item.attr("dtype"));
+  return "buffer format '" + std::string(format) + "'";
+}
+
+Status bad_item(const IngressSourceState& state, std::uint64_t index, const std::string& what) {
+  return Status(ErrorCode::invalid_argument, "ingress source item " + std::to_string(index) +
+                                                 " is " + what + "; each item must be " +
+                                                 expected_item(state));
+}
+
+// Batch `index` from the source: the iterator's next item, checked to be exactly one batch.
+// A None, or an item of another dtype, size or shape, is that batch's error (the stream goes on
+// with the next item); only the iterator's end ends the stream.
+Result<std::optional<HostBatch>> next_source_batch(IngressSourceState& state, std::uint64_t index) {
   if (!python_running()) {
     return Status(ErrorCode::failed_precondition, "the Python interpreter is shutting down");
   }
@@ -71,14 +124,56 @@ Result<std::optional<HostBatch>> next_source_batch(IngressSourceState& state) {
       return std::optional<HostBatch>();
     }
     nb::object batch = nb::steal(item);
-    if (batch.is_none()) return std::optional<HostBatch>();
+    if (batch.is_none()) {
+      return bad_item(state, index, "None (an unreadable image? the stream ends only when the "
+                                    "iterator does)");
+    }
     if (nb::isinstance<PyBuffer>(batch) || nb::isinstance<PyLease>(batch) ||
         nb::isinstance<PyTensor>(batch)) {
       const BufferRef memory = memory_ref(batch, nullptr, "ingress batch");
+      if (nb::isinstance<PyTensor>(batch)) {
+        const PyTensor& tensor = nb::cast<PyTensor&>(batch);
+        if (tensor.dtype.name != "uint8") {
+          return bad_item(state, index, "a Tensor of " + tensor.dtype.name);
+        }
+        std::vector<Py_ssize_t> extents(tensor.shape.begin(), tensor.shape.end());
+        if (!item_shape_fits(state, extents.data(), static_cast<int>(extents.size()))) {
+          return bad_item(state, index, "a Tensor of shape " + shape_text(tensor.shape));
+        }
+      }
+      if (memory.size != state.input_bytes) {
+        return bad_item(state, index, "a " + text_of(batch.type().attr("__name__")) + " of " +
+                                          std::to_string(memory.size) + " bytes");
+      }
       state.current_object = SharedPyObject(batch);
       return std::optional<HostBatch>(HostBatch::pinned(memory));
     }
-    state.current_bytes = std::make_unique<HostBytes>(batch, false, "ingress batch");
+    Py_buffer view{};
+    if (PyObject_GetBuffer(batch.ptr(), &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
+      PyErr_Clear();
+      return bad_item(state, index, "a " + text_of(batch.type().attr("__name__")) +
+                                        " (not a C-contiguous host array: numpy.ascontiguousarray "
+                                        "makes one)");
+    }
+    auto bytes = std::make_unique<HostBytes>();
+    bytes->view = view;
+    bytes->held = true;
+    const std::string_view format = view.format != nullptr ? view.format : "B";
+    const bool uint8 = format == "B" || format == "@B" || format == "=B" || format == "<B" ||
+                       format == ">B" || format == "!B";
+    if (!uint8 || view.itemsize != 1) {
+      return bad_item(state, index, "an array of " + dtype_name_of(batch, format) +
+                                        " (convert it: numpy.asarray(x, dtype=numpy.uint8) if "
+                                        "its values are pixels)");
+    }
+    if (static_cast<std::uint64_t>(view.len) != state.input_bytes) {
+      return bad_item(state, index, "an array of " + std::to_string(view.len) + " bytes" +
+                                        (view.ndim > 0 ? " (shape " + shape_text(view.shape, view.ndim) + ")" : ""));
+    }
+    if (view.ndim > 1 && !item_shape_fits(state, view.shape, view.ndim)) {
+      return bad_item(state, index, "an array of shape " + shape_text(view.shape, view.ndim));
+    }
+    state.current_bytes = std::move(bytes);
     return std::optional<HostBatch>(HostBatch::pageable(state.current_bytes->bytes()));
   } catch (nb::python_error& error) {
     return status_from(error, "the ingress source");
@@ -165,6 +260,31 @@ struct PyEgressChunk {
   nb::object data;  // a read-only memoryview, released after the consumer call
 };
 
+// A consumer's return value is ignored, except one that means its work never ran: a coroutine
+// (an `async def` consumer), a generator (one with `yield`) or any other awaitable. That is the
+// step's error, not a chunk silently dropped. Needs the GIL.
+Status check_consumer_result(nb::handle returned, const EgressChunk& chunk) {
+  if (returned.is_none()) return Status();
+  const bool coroutine = PyCoro_CheckExact(returned.ptr()) != 0;
+  const bool generator = PyGen_Check(returned.ptr()) != 0;
+  if (!coroutine && !generator && !nb::hasattr(returned, "__await__")) return Status();
+  // Closed, so Python does not warn later that it was never awaited.
+  if (nb::hasattr(returned, "close")) {
+    try {
+      returned.attr("close")();
+    } catch (nb::python_error&) {
+      // its own cleanup failed: the error below says what matters
+    }
+  }
+  const std::string what = coroutine ? "a coroutine (an async def consumer)"
+                           : generator ? "a generator (a consumer with yield)"
+                                       : "an awaitable " + text_of(returned.type().attr("__name__"));
+  return Status(ErrorCode::invalid_argument,
+                "the egress consumer returned " + what + " for step " +
+                    std::to_string(chunk.step) + ", so its work never ran; the consumer must be "
+                    "a plain function that handles the chunk before it returns");
+}
+
 Status run_consumer(const SharedPyObject& consumer, const EgressChunk& chunk) {
   if (!python_running()) {
     return Status(ErrorCode::failed_precondition, "the Python interpreter is shutting down");
@@ -181,7 +301,8 @@ Status run_consumer(const SharedPyObject& consumer, const EgressChunk& chunk) {
     nb::object argument = nb::cast(info, nb::rv_policy::take_ownership);
     Status status;
     try {
-      consumer.get()(argument);
+      nb::object returned = consumer.get()(argument);
+      status = check_consumer_result(returned, chunk);
     } catch (nb::python_error& error) {
       status = status_from(error, "the egress consumer");
     }
@@ -290,18 +411,28 @@ void bind_pipelines(nb::module_& m) {
             auto state = std::make_shared<IngressSourceState>();
             state->iterator = SharedPyObject(nb::steal(PyObject_GetIter(source.ptr())));
             if (!state->iterator.get().is_valid()) throw nb::python_error();
+            const NormalizeShape shape = take(resolve_normalize(normalize));
+            state->input_bytes = shape.input_bytes;
+            const ImageBatchLayout& input = normalize.input;
+            if (shape.input_bytes == std::uint64_t{input.batch} * input.height * input.width *
+                                         input.channels) {
+              if (input.layout == ImageLayout::nchw) {
+                state->image_shape = {input.batch, input.channels, input.height, input.width};
+              } else {
+                state->image_shape = {input.batch, input.height, input.width, input.channels};
+              }
+            }
             IngressOptions options;
             options.transform = take(normalize_transform(normalize));
             options.depth = depth;
             if (!pool.is_none()) options.pool = nb::cast<PyPool&>(pool).pool;
             options.transfer.chunk_bytes = chunk_bytes;
             options.transfer.host_threads = host_threads;
-            const NormalizeShape shape = take(resolve_normalize(normalize));
             Result<IngressPipeline> pipeline = [&] {
               nb::gil_scoped_release unlocked;
               return IngressPipeline::create(
                   device.device, options,
-                  [state](std::uint64_t) { return next_source_batch(*state); });
+                  [state](std::uint64_t index) { return next_source_batch(*state, index); });
             }();
             // Made only once nothing can throw: nanobind never destroys a half-built object.
             IngressPipeline created = take(std::move(pipeline));
@@ -318,9 +449,11 @@ void bind_pipelines(nb::module_& m) {
           nb::arg("device"), nb::arg("source"), nb::kw_only(), nb::arg("normalize"),
           nb::arg("depth") = 3, nb::arg("pool").none() = nb::none(),
           nb::arg("chunk_bytes") = 8ull << 20, nb::arg("host_threads") = 0,
-          "source: an iterable of host arrays (normalize.input_bytes each, C-contiguous; read "
-          "before the next is asked for) or of Leases / host Buffers (uploaded by DMA), run on "
-          "the pipeline's thread.")
+          "source: an iterable of uint8 host arrays (C-contiguous, exactly normalize.input_bytes "
+          "each, flat or shaped as the input images; read before the next is asked for) or of "
+          "Leases / host Buffers of that size (uploaded by DMA), run on the pipeline's thread. "
+          "An item that is None or of another dtype, size or shape raises from next() at its "
+          "index, and the stream goes on; it ends only when the iterator does.")
       .def(
           "next",
           [](PyIngress& self, std::optional<double> timeout) -> nb::object {

@@ -236,15 +236,34 @@ void bind_search(nb::module_& m) {
       "decode",
       [](nb::handle stream) {
         HostBytes bytes(stream, false, "ibp.decode: stream");
-        const ibp::Layout layout = take(ibp::read_layout(bytes.bytes()));
-        std::vector<std::byte> out(layout.raw_bytes());
+        // The whole stream is checked, and its tensor against this machine's memory, before
+        // anything is allocated: a 64-byte stream can claim any size.
+        Result<ibp::Layout> checked = [&] {
+          nb::gil_scoped_release unlocked;
+          return ibp::validate_for_decode(bytes.bytes());
+        }();
+        const ibp::Layout layout = take(std::move(checked));
+        const std::uint64_t size = layout.raw_bytes();
+        // Decoded straight into the bytes object, uninitialized: the decoder writes every byte.
+        nb::object out = nb::steal(PyBytes_FromStringAndSize(
+            nullptr, static_cast<Py_ssize_t>(std::min<std::uint64_t>(size, PY_SSIZE_T_MAX))));
+        if (!out.is_valid() || static_cast<std::uint64_t>(PyBytes_GET_SIZE(out.ptr())) != size) {
+          PyErr_Clear();
+          throw StatusError{Status(ErrorCode::out_of_memory,
+                                   "ibp.decode: cannot allocate the " + std::to_string(size) +
+                                       " bytes of the stream's tensor")};
+        }
+        const std::span<std::byte> target(reinterpret_cast<std::byte*>(PyBytes_AS_STRING(out.ptr())),
+                                          size);
         {
           nb::gil_scoped_release unlocked;
-          check(ibp::decode(bytes.bytes(), out));
+          check(ibp::decode(bytes.bytes(), target, true));
         }
-        return to_bytes(out);
+        return out;
       },
-      nb::arg("stream"), "The tensor's bytes (the stream is validated first).");
+      nb::arg("stream"),
+      "The tensor's bytes. The stream is validated first (DataCorruptError), and its tensor's "
+      "size against this machine's memory (OutOfMemoryError), before anything is allocated.");
 }
 
 }  // namespace ferry::python

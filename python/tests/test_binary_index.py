@@ -197,14 +197,18 @@ def test_load_corrupt(device, rng, tmp_path):
     raw[len(raw) // 2] ^= 0x40
     bad = tmp_path / "bad.ferry"
     bad.write_bytes(bytes(raw))
-    with pytest.raises(ferry.Error) as error:
+    with pytest.raises(ferry.DataCorruptError) as error:
         ferry.BinaryIndex.load(device, str(bad))
     assert "bad.ferry" in error.value.message
-    with pytest.raises(ferry.Error):
+    with pytest.raises(FileNotFoundError) as missing:
         ferry.BinaryIndex.load(device, str(tmp_path / "missing.ferry"))
+    assert isinstance(missing.value, ferry.NotFoundError)
+    assert "missing.ferry" in missing.value.message
     (tmp_path / "junk").write_bytes(b"not an index at all")
-    with pytest.raises(ferry.Error):
+    with pytest.raises(ferry.DataCorruptError):
         ferry.BinaryIndex.load(device, str(tmp_path / "junk"))
+    with pytest.raises(ferry.InvalidArgumentError, match="is a directory"):
+        ferry.BinaryIndex.load(device, str(tmp_path))
 
 
 def test_stats(device, rng):

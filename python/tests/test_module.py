@@ -23,6 +23,7 @@ ERROR_CLASSES = {
     "timeline_failed": ("TimelineFailedError", ()),
     "backend_error": ("BackendError", ()),
     "data_corrupt": ("DataCorruptError", ()),
+    "not_found": ("NotFoundError", (FileNotFoundError,)),
     "internal": ("InternalError", ()),
 }
 

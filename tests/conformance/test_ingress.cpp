@@ -216,7 +216,8 @@ TEST_CASE("ingress: a failing batch surfaces at that batch and the stream goes o
     ferry::NormalizeParams params = awkward_params(t.rng);
     const ferry::NormalizeShape shape = REQUIRE_VALUE(ferry::resolve_normalize(params));
     options.transform = REQUIRE_VALUE(ferry::normalize_transform(params));
-    const auto batches = make_batches(t.rng, 6, shape.input_bytes);
+    const auto batches = make_batches(t.rng, 7, shape.input_bytes);
+    std::vector<std::byte> longer;
     IngressPipeline pipeline = REQUIRE_VALUE(IngressPipeline::create(
         t.device, options, [&](std::uint64_t index) -> ferry::Result<std::optional<HostBatch>> {
           if (index == 2) return ferry::Status(ferry::ErrorCode::internal, "decoder failed");
@@ -224,12 +225,17 @@ TEST_CASE("ingress: a failing batch surfaces at that batch and the stream goes o
             return std::optional<HostBatch>(
                 HostBatch::pageable(std::span(batches[index]).first(shape.input_bytes - 1)));
           }
+          if (index == 5) {  // too long: never cut to size
+            longer = batches[index];
+            longer.push_back(std::byte{7});
+            return std::optional<HostBatch>(HostBatch::pageable(longer));
+          }
           if (index >= batches.size()) return std::optional<HostBatch>();
           return std::optional<HostBatch>(HostBatch::pageable(batches[index]));
         }));
     for (std::uint64_t i = 0; i < batches.size(); ++i) {
       auto next = pipeline.next(ferry_test::kLongWait);
-      if (i == 2 || i == 4) {
+      if (i == 2 || i == 4 || i == 5) {
         REQUIRE_FALSE(next.ok());
         INFO(next.status().to_string());
         CHECK(next.status().message().find("ingress batch " + std::to_string(i)) !=

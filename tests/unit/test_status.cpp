@@ -29,6 +29,7 @@ constexpr ErrorCode kAllCodes[] = {
     ErrorCode::timeline_failed,
     ErrorCode::backend_error,
     ErrorCode::data_corrupt,
+    ErrorCode::not_found,
     ErrorCode::internal,
 };
 
@@ -111,6 +112,8 @@ TEST_CASE("every error code has a distinct, non-empty name") {
     names.insert(name);
   }
   CHECK(names.size() == std::size(kAllCodes));
+  CHECK(std::size(kAllCodes) == std::size_t(ferry::kErrorCodeCount));
+  CHECK(names.count("unknown") == 0);
   CHECK(ferry::to_string(ErrorCode::timeout) == "timeout");
   CHECK(ferry::to_string(ErrorCode::timeline_failed) == "timeline_failed");
 }

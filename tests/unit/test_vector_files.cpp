@@ -4,6 +4,7 @@
 // error naming the file and what is wrong.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -281,14 +282,14 @@ TEST_CASE("vector files: .*vecs streamed over several chunks, errors found past 
     const std::uint64_t row = 4321;
     bad[row * kRecord] = 0xE7;  // 1000 = 0x3E8 -> 0x3E7 = 999
     write_file(path, bad);
-    check_error(ferry::vector_files::read_vectors(path).status(), ErrorCode::invalid_argument, path,
+    check_error(ferry::vector_files::read_vectors(path).status(), ErrorCode::data_corrupt, path,
                 {"row 4321 (at byte " + std::to_string(row * kRecord) + ") has dimension 999, row 0 has 1000"});
   }
   SUBCASE("the last row cut short") {
     Bytes bad = file;
     bad.resize(bad.size() - 10);
     write_file(path, bad);
-    check_error(ferry::vector_files::read_vectors(path).status(), ErrorCode::invalid_argument, path,
+    check_error(ferry::vector_files::read_vectors(path).status(), ErrorCode::data_corrupt, path,
                 {"truncated: row 4999 at byte " + std::to_string(4999 * kRecord), "needs 1004 bytes",
                  "ends 994 bytes into it"});
   }
@@ -348,7 +349,7 @@ TEST_CASE("vector files: bad .fvecs / .bvecs / .ivecs files are named with what 
     write_file(path, c.bytes);
     auto read = ferry::vector_files::read_vectors(path);
     REQUIRE_FALSE(read.ok());
-    check_error(read.status(), ErrorCode::invalid_argument, path, c.parts);
+    check_error(read.status(), ErrorCode::data_corrupt, path, c.parts);
   }
 }
 
@@ -369,10 +370,15 @@ TEST_CASE("vector files: bad .npy files are named with what is wrong") {
   Bytes extra = numpy_file("<f4", 4, 3, data12);
   extra.push_back(0);
   extra.push_back(0);
+  // A file that breaks the format is data_corrupt; a well-formed one holding what is not read
+  // (a dtype, an order, a shape) is invalid_argument.
+  constexpr ErrorCode kCorrupt = ErrorCode::data_corrupt;
+  constexpr ErrorCode kUnsupported = ErrorCode::invalid_argument;
   struct Case {
     const char* name;
     Bytes bytes;
     std::vector<std::string_view> parts;
+    ErrorCode code = kCorrupt;
   };
   const Case cases[] = {
       {"bad_magic.npy", bad_magic, {"not an .npy file: it starts with 93 4e 55 4d 50 5a 01 00"}},
@@ -388,20 +394,20 @@ TEST_CASE("vector files: bad .npy files are named with what is wrong") {
        {"unexpected key 'x'"}},
       {"twice.npy", npy_file(1, "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1, 1)}", 118, {}),
        {"key 'descr' appears twice"}},
-      {"float64.npy", numpy_file("<f8", 4, 3, Bytes(96)), {"dtype '<f8' is not supported", "float32 '<f4'"}},
-      {"int8.npy", numpy_file("|i1", 4, 3, Bytes(12)), {"dtype '|i1' is not supported"}},
-      {"big_endian.npy", numpy_file(">f4", 4, 3, data12), {"dtype '>f4' is big-endian", "astype('<f4')"}},
+      {"float64.npy", numpy_file("<f8", 4, 3, Bytes(96)), {"dtype '<f8' is not supported", "float32 '<f4'"}, kUnsupported},
+      {"int8.npy", numpy_file("|i1", 4, 3, Bytes(12)), {"dtype '|i1' is not supported"}, kUnsupported},
+      {"big_endian.npy", numpy_file(">f4", 4, 3, data12), {"dtype '>f4' is big-endian", "astype('<f4')"}, kUnsupported},
       {"structured.npy", npy_file(1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (4,), }", 118, data12),
-       {"structured dtype"}},
+       {"structured dtype"}, kUnsupported},
       {"fortran.npy", npy_file(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (4, 3), }", 118, data12),
-       {"Fortran (column-major) order"}},
+       {"Fortran (column-major) order"}, kUnsupported},
       {"one_d.npy", npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (12,), }", 118, data12),
-       {"shape (12,) is 1-D"}},
+       {"shape (12,) is 1-D"}, kUnsupported},
       {"three_d.npy", npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 3), }", 118, data12),
-       {"shape (2, 2, 3) is 3-D"}},
+       {"shape (2, 2, 3) is 3-D"}, kUnsupported},
       {"scalar.npy", npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 118, Bytes(4)),
-       {"shape () is 0-D"}},
-      {"zero_dims.npy", numpy_file("<f4", 4, 0, {}), {"shape (4, 0): dimension 0"}},
+       {"shape () is 0-D"}, kUnsupported},
+      {"zero_dims.npy", numpy_file("<f4", 4, 0, {}), {"shape (4, 0): dimension 0"}, kUnsupported},
       {"overflow.npy", numpy_file("<f4", 1ull << 40, 1ull << 30, {}), {"is more than 2^64 bytes"}},
       {"not_a_number.npy", npy_file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999, 1), }", 118, {}),
        {"expected a tuple of integers after 'shape'"}},
@@ -415,7 +421,7 @@ TEST_CASE("vector files: bad .npy files are named with what is wrong") {
     write_file(path, c.bytes);
     auto read = ferry::vector_files::read_vectors(path);
     REQUIRE_FALSE(read.ok());
-    check_error(read.status(), ErrorCode::invalid_argument, path, c.parts);
+    check_error(read.status(), c.code, path, c.parts);
   }
 }
 
@@ -439,12 +445,20 @@ TEST_CASE("vector files: extensions, missing files, and what write_vectors refus
   CHECK(ferry::vector_files::read_vectors(text, VectorFormat::fvecs)->dims() == 4);
 
   const fs::path missing = dir / "missing.fvecs";
-  check_error(ferry::vector_files::read_vectors(missing).status(), ErrorCode::failed_precondition,
-              missing, {"cannot open: No such file or directory"});
+  check_error(ferry::vector_files::read_vectors(missing).status(), ErrorCode::not_found,
+              missing, {"no such file"});
   const fs::path folder = dir / "folder.npy";
   fs::create_directories(folder);
   check_error(ferry::vector_files::read_vectors(folder).status(), ErrorCode::invalid_argument,
-              folder, {"not a regular file"});
+              folder, {"is a directory, not a regular file"});
+  const fs::path fifo = dir / "fifo.fvecs";  // nobody writes to it: a blocking open would hang
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  check_error(ferry::vector_files::read_vectors(fifo).status(), ErrorCode::invalid_argument, fifo,
+              {"is a FIFO"});
+  check_error(ferry::vector_files::read_file_bytes(fifo).status(), ErrorCode::invalid_argument,
+              fifo, {"is a FIFO"});
+  check_error(ferry::vector_files::read_file_bytes(missing).status(), ErrorCode::not_found,
+              missing, {"no such file"});
 
   const fs::path out = dir / "out.fvecs";
   const Bytes bytes(12, 0);

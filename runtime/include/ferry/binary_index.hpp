@@ -139,7 +139,9 @@ class BinaryIndex {
   static Result<BinaryIndex> create(const Device& device, const BinaryIndexOptions& options);
   // Reads an index saved by save() (docs/SEARCH.md has the format) onto `device`, placing it by
   // `memory`. A file that is not such an index, of another format version, truncated or
-  // corrupted (a checksum mismatch) is refused with an error naming the file and the problem.
+  // corrupted (a checksum mismatch) is refused with ErrorCode::data_corrupt naming the file and
+  // the problem; a missing path is not_found; a directory, FIFO or device invalid_argument (at
+  // once: nothing blocks).
   static Result<BinaryIndex> load(const Device& device, const std::filesystem::path& path,
                                   const BinaryIndexMemory& memory = {});
 

@@ -86,6 +86,11 @@ Result<std::vector<std::byte>> encode(std::span<const std::byte> data, const Enc
 
 // Checks a whole stream (docs/IBP_FORMAT.md, "What readers check"); O(size), host threads.
 Status validate(std::span<const std::byte> stream, unsigned threads = 0);
+// What to call on a stream from outside before allocating its tensor: validate(), then the
+// tensor's size (raw_bytes()) against this host's memory (ErrorCode::out_of_memory when it could
+// not be held: a small valid stream can describe a huge tensor). Returns the stream's layout;
+// decode with `validated` = true after it.
+Result<Layout> validate_for_decode(std::span<const std::byte> stream, unsigned threads = 0);
 
 // Decoders; each validates the stream first unless `validated` says the caller just did.
 // Whole tensor: out is elements x element_size bytes.

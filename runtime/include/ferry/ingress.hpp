@@ -54,6 +54,8 @@ class HostBatch {
  public:
   // Ordinary memory: copied into the staging pool (by several threads, overlapped with the
   // DMA). It may be reused as soon as the source callback that returned it is called again.
+  // Exactly input_bytes long (1 to input_bytes for a transform with an inspect step): any other
+  // length is that batch's error (ErrorCode::out_of_range), never a batch cut to size.
   static HostBatch pageable(std::span<const std::byte> bytes) {
     HostBatch batch;
     batch.bytes_ = bytes;

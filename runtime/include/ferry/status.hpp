@@ -27,8 +27,10 @@ enum class ErrorCode : std::uint8_t {
   timeline_failed,      // a submission that would have signalled this timeline failed
   backend_error,        // any other native error, with its native code in the message
   data_corrupt,         // stored or received bytes break their format (a checksum, a table)
-  internal,             // a bug in ferry
+  not_found,            // a file (or other named thing) that does not exist
+  internal,             // a bug in ferry; the last code
 };
+inline constexpr int kErrorCodeCount = static_cast<int>(ErrorCode::internal) + 1;
 
 std::string_view to_string(ErrorCode code) noexcept;
 

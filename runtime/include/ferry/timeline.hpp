@@ -45,7 +45,10 @@ class Timeline {
   std::uint64_t handed_over_value() const;
   // Blocks until value() >= value. ErrorCode::timeout when the timeout runs out first (a timeout
   // of any length is waited out; kInfinite waits forever); ErrorCode::timeline_failed when the
-  // value will never be reached; device_closed when the device closes before it is submitted.
+  // value will never be reached because a submission failed; device_closed when the device
+  // closes before the value is submitted, or its close failed the held-back submission that
+  // would have signalled it: the same code whenever the wait started, before, during or after
+  // the close (and every wait on a closed device's timeline returns device_closed).
   Status wait(std::uint64_t value, Timeout timeout = kInfinite) const;
   // Sets the value from the host. It must exceed every value already submitted for signalling.
   Status signal(std::uint64_t value) const;

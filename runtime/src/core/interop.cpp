@@ -79,9 +79,7 @@ Status native_stream_wait(const TimelinePoint& point, std::uintptr_t stream, Tim
     std::lock_guard lock(core.mutex);
     if (core.closed) return core.closed_error("native_stream_wait");
     if (const Status* failure = timeline.failure_of(point.value)) {
-      return Status(ErrorCode::timeline_failed,
-                    "native_stream_wait: value " + std::to_string(point.value) + " of the " +
-                        timeline.label + " will never be reached: " + failure->message());
+      return timeline.wait_error(point.value, "native_stream_wait", *failure);
     }
     // Handed to the backend: a device-side wait. Under the device's lock, so serialized with
     // submit() as backends expect.

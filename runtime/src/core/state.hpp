@@ -85,6 +85,10 @@ struct TimelineState {
   }
   // Records that the values in (floor, value] will never be reached.
   void fail_range(std::uint64_t floor, std::uint64_t value, const Status& status);
+  // What a wait for `value`, failed with `failure`, returns: device_closed when Device::close
+  // failed it (held-back work), timeline_failed for any other failure. The same whenever the
+  // wait started, before or after the close (a closed device's objects say device_closed too).
+  Status wait_error(std::uint64_t value, const std::string& call, const Status& failure) const;
 };
 
 struct BufferState {

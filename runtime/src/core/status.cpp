@@ -23,6 +23,7 @@ std::string_view to_string(ErrorCode code) noexcept {
     case ErrorCode::timeline_failed: return "timeline_failed";
     case ErrorCode::backend_error: return "backend_error";
     case ErrorCode::data_corrupt: return "data_corrupt";
+    case ErrorCode::not_found: return "not_found";
     case ErrorCode::internal: return "internal";
   }
   return "unknown";

@@ -8,6 +8,18 @@
 
 namespace ferry {
 
+namespace detail {
+
+Status TimelineState::wait_error(std::uint64_t value, const std::string& call,
+                                 const Status& failure) const {
+  const ErrorCode code = failure.code() == ErrorCode::device_closed ? ErrorCode::device_closed
+                                                                     : ErrorCode::timeline_failed;
+  return Status(code, call + ": value " + std::to_string(value) + " of the " + label +
+                          " will never be reached: " + failure.message());
+}
+
+}  // namespace detail
+
 std::uint64_t Timeline::value() const {
   if (!state_) return 0;
   auto reached = state_->impl->value();
@@ -58,10 +70,7 @@ Status Timeline::wait(std::uint64_t value, Timeout timeout) const {
                         std::to_string(state_->promised) + ")");
     }
     if (const Status* failure = state_->failure_of(value)) {
-      return Status(ErrorCode::timeline_failed, "Timeline::wait: value " + std::to_string(value) +
-                                                    " of the " + state_->label +
-                                                    " will never be reached: " +
-                                                    failure->message());
+      return state_->wait_error(value, "Timeline::wait", *failure);
     }
     if (state_->submitted < value) return core.closed_error("Timeline::wait");
   }

@@ -9,6 +9,7 @@
 #include "core/checked.hpp"
 #include "core/crc32c.hpp"
 #include "core/host_workers.hpp"
+#include "core/input_file.hpp"
 #include "ibp/bits.hpp"
 #include "ibp/stream.hpp"
 
@@ -396,6 +397,16 @@ bool decode_row_checked(std::span<const std::byte> stream, const Layout& layout,
 
 Status validate(std::span<const std::byte> stream, unsigned threads) {
   return detail::validate_stream(stream, threads, nullptr);
+}
+
+Result<Layout> validate_for_decode(std::span<const std::byte> stream, unsigned threads) {
+  Layout layout;
+  FERRY_RETURN_IF_ERROR(detail::validate_stream(stream, threads, &layout));
+  FERRY_RETURN_IF_ERROR(ferry::detail::check_host_allocation(
+      layout.raw_bytes(), "ibp::validate_for_decode: the stream's tensor (" +
+                              std::to_string(layout.elements) + " elements of " +
+                              std::to_string(layout.element_size) + " bytes)"));
+  return layout;
 }
 
 Status decode(std::span<const std::byte> stream, std::span<std::byte> out, bool validated,

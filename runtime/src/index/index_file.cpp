@@ -1,7 +1,6 @@
 #include "index/index_file.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -42,7 +41,8 @@ T get(std::span<const std::byte> in, std::size_t at) {
   return value;
 }
 
-Status bad(const std::string& what) { return Status(ErrorCode::invalid_argument, what); }
+// The file's content breaks the format (decode_header's callers add the file's name).
+Status bad(const std::string& what) { return Status(ErrorCode::data_corrupt, what); }
 
 std::string system_error(const char* call) {
   return std::string(call) + ": " + std::strerror(errno);
@@ -167,6 +167,14 @@ AtomicFileWriter::~AtomicFileWriter() {
 }
 
 Status AtomicFileWriter::open() {
+  // The codes readers give for the same faults (core/input_file.hpp): a path that is a folder
+  // is invalid_argument (found here, before a temporary file is made beside it), a missing
+  // folder not_found, any other refusal of the system failed_precondition.
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path_, ignored)) {
+    return Status(ErrorCode::invalid_argument,
+                  path_.string() + ": is a directory, not a file to write");
+  }
   // A name no other writer uses: this process's id and a counter, created exclusively.
   static std::atomic<std::uint64_t> counter{0};
   for (int attempt = 0; attempt < 100; ++attempt) {
@@ -175,11 +183,14 @@ Status AtomicFileWriter::open() {
     fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd_ >= 0) break;
     if (errno != EEXIST) {
-      return Status(ErrorCode::unavailable, "cannot create " + temp_.string() + ": " +
-                                                system_error("open"));
+      const ErrorCode code = errno == ENOENT || errno == ENOTDIR ? ErrorCode::not_found
+                                                                 : ErrorCode::failed_precondition;
+      return Status(code, "cannot create " + temp_.string() + ": " + system_error("open"));
     }
   }
-  if (fd_ < 0) return Status(ErrorCode::unavailable, "no free temporary name next to the file");
+  if (fd_ < 0) {
+    return Status(ErrorCode::failed_precondition, "no free temporary name next to the file");
+  }
   const std::byte zeros[kHeaderBytes] = {};
   offset_ = 0;
   FERRY_RETURN_IF_ERROR(write_all(zeros, 0));
@@ -193,7 +204,7 @@ Status AtomicFileWriter::write_all(std::span<const std::byte> bytes, std::uint64
     const ssize_t n = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      return Status(ErrorCode::unavailable,
+      return Status(ErrorCode::failed_precondition,
                     "writing " + temp_.string() + " at byte " + std::to_string(offset) + ": " +
                         (n < 0 ? system_error("pwrite") : std::string("pwrite wrote nothing")));
     }
@@ -213,18 +224,20 @@ Status AtomicFileWriter::write(std::span<const std::byte> bytes) {
 Status AtomicFileWriter::finish(std::span<const std::byte, kHeaderBytes> header) {
   FERRY_RETURN_IF_ERROR(write_all(header, 0));
   if (::fsync(fd_) != 0) {
-    return Status(ErrorCode::unavailable, "flushing " + temp_.string() + ": " + system_error("fsync"));
+    return Status(ErrorCode::failed_precondition,
+                  "flushing " + temp_.string() + ": " + system_error("fsync"));
   }
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {
     ::unlink(temp_.c_str());
-    return Status(ErrorCode::unavailable, "closing " + temp_.string() + ": " + system_error("close"));
+    return Status(ErrorCode::failed_precondition,
+                  "closing " + temp_.string() + ": " + system_error("close"));
   }
   if (::rename(temp_.c_str(), path_.c_str()) != 0) {
     const std::string reason = system_error("rename");
     ::unlink(temp_.c_str());
-    return Status(ErrorCode::unavailable,
+    return Status(ErrorCode::failed_precondition,
                   "renaming " + temp_.string() + " to " + path_.string() + ": " + reason);
   }
   // The rename itself reaches the disk once the folder is flushed.
@@ -239,29 +252,16 @@ Status AtomicFileWriter::finish(std::span<const std::byte, kHeaderBytes> header)
 
 // ---- reading ----------------------------------------------------------------------------
 
-FileReader::~FileReader() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 Status FileReader::open() {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) return Status(ErrorCode::unavailable, "cannot open: " + system_error("open"));
-  struct stat info {};
-  if (::fstat(fd_, &info) != 0) return Status(ErrorCode::unavailable, system_error("fstat"));
-  if (!S_ISREG(info.st_mode)) return Status(ErrorCode::invalid_argument, "not a regular file");
-  size_ = static_cast<std::uint64_t>(info.st_size);
+  FERRY_ASSIGN_OR_RETURN(file_, detail::InputFile::open(path_));
+  offset_ = 0;
+  crc_ = 0;
   return Status();
 }
 
 Status FileReader::read(std::span<std::byte> out, bool payload) {
-  std::span<std::byte> rest = out;
-  while (!rest.empty()) {
-    const ssize_t n = ::read(fd_, rest.data(), rest.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status(ErrorCode::unavailable, system_error("read"));
-    if (n == 0) return Status(ErrorCode::invalid_argument, "truncated while being read");
-    rest = rest.subspan(static_cast<std::size_t>(n));
-  }
+  FERRY_RETURN_IF_ERROR(file_->read_at(offset_, out));
+  offset_ += out.size();
   if (payload) crc_ = detail::crc32c(out, crc_);
   return Status();
 }

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 
+#include "core/input_file.hpp"
 #include "ferry/binary_index.hpp"
 #include "ferry/status.hpp"
 
@@ -37,8 +38,9 @@ struct FileHeader {
 // The header's 64 bytes, its CRC included.
 void encode_header(const FileHeader& header, std::span<std::byte, kHeaderBytes> out);
 // Checks and decodes a header read from a file of `file_bytes` bytes (`bytes` holds its first
-// min(file_bytes, 64) bytes). Errors (invalid_argument) say what is wrong: not an index file,
-// another format version, a corrupted header, a truncated or overlong file.
+// min(file_bytes, 64) bytes). Errors (data_corrupt, as for any file whose content breaks its
+// format: core/input_file.hpp) say what is wrong: not an index file, another format version, a
+// corrupted header, a truncated or overlong file.
 Result<FileHeader> decode_header(std::span<const std::byte> bytes, std::uint64_t file_bytes);
 // The payload size the header's fields give, or nothing when it overflows.
 std::optional<std::uint64_t> payload_size(const FileHeader& header);
@@ -67,24 +69,22 @@ class AtomicFileWriter {
   std::uint32_t crc_ = 0;
 };
 
-// Reads a file from its start; read() updates the CRC of what it read after the header.
+// Reads a file from its start (opened as every file from outside is: core/input_file.hpp);
+// read() updates the CRC of what it read after the header.
 class FileReader {
  public:
   explicit FileReader(std::filesystem::path path) : path_(std::move(path)) {}
-  ~FileReader();
-  FileReader(const FileReader&) = delete;
-  FileReader& operator=(const FileReader&) = delete;
 
   Status open();
-  std::uint64_t size() const { return size_; }
-  // Fills `out`; a file ending first is an error (it was truncated while being read).
+  std::uint64_t size() const { return file_ ? file_->size() : 0; }
+  // Fills `out`; a file ending first is data_corrupt (it was truncated while being read).
   Status read(std::span<std::byte> out, bool payload);
   std::uint32_t payload_crc() const { return crc_; }
 
  private:
   std::filesystem::path path_;
-  int fd_ = -1;
-  std::uint64_t size_ = 0;
+  std::optional<detail::InputFile> file_;
+  std::uint64_t offset_ = 0;
   std::uint32_t crc_ = 0;
 };
 

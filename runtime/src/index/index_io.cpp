@@ -22,8 +22,9 @@ std::uint64_t io_rows(const BinaryIndexOptions& options, std::uint64_t row_bytes
   return std::max<std::uint64_t>(1, options.memory.staging_slab_bytes / row_bytes);
 }
 
-Status invalid(const std::string& call, const std::string& what) {
-  return Status(ErrorCode::invalid_argument, call + ": " + what);
+// The file breaks the format: data_corrupt, as every reader of files says (core/input_file.hpp).
+Status corrupt(const std::string& call, const std::string& what) {
+  return Status(ErrorCode::data_corrupt, call + ": " + what);
 }
 
 // Which of a state's stores a pass over the rows reads or writes.
@@ -128,19 +129,28 @@ Result<FileStart> read_file_start(FileReader& reader, const std::string& call,
       h.threshold == IndexThreshold::given ||
       (h.threshold == IndexThreshold::first_add_mean && h.rows > 0);
   if ((h.thresholds_stored != 0) != thresholds_expected) {
-    return invalid(call, std::string("corrupted header: ") +
+    return corrupt(call, std::string("corrupted header: ") +
                              (h.thresholds_stored != 0 ? "thresholds stored" : "no thresholds") +
                              " for threshold " + std::string(to_string(h.threshold)) + " and " +
                              std::to_string(h.rows) + " rows");
   }
   if (h.keep == KeptVectors::int8 && h.rows > 0 && h.int8_scale == 0.0f) {
-    return invalid(call, "corrupted header: int8 vectors without their scale");
+    return corrupt(call, "corrupted header: int8 vectors without their scale");
   }
   start.thresholds.resize(h.thresholds_stored);
   FERRY_RETURN_IF_ERROR(
       reader.read(std::as_writable_bytes(std::span(start.thresholds)), true).with_context(call));
   if (h.threshold == IndexThreshold::given) options.thresholds = start.thresholds;
-  FERRY_RETURN_IF_ERROR(validate_options((call + ": the file's options").c_str(), options));
+  // Options a header with a matching CRC holds that create() would refuse (a NaN threshold):
+  // the file is corrupt. Checked with the default placement, then with the caller's, whose
+  // mistakes stay invalid_argument.
+  BinaryIndexOptions from_file = options;
+  from_file.memory = {};
+  if (Status valid = validate_options((call + ": the file's options").c_str(), from_file);
+      !valid.ok()) {
+    return Status(ErrorCode::data_corrupt, valid.message());
+  }
+  FERRY_RETURN_IF_ERROR(validate_options(call.c_str(), options));
   return start;
 }
 
@@ -186,7 +196,7 @@ Status load_file_rows(FileReader& reader, const FileStart& start,
     }
   }
   if (reader.payload_crc() != header.payload_crc) {
-    return Status(ErrorCode::invalid_argument,
+    return Status(ErrorCode::data_corrupt,
                   "corrupted payload: its CRC-32C is " + std::to_string(reader.payload_crc()) +
                       ", the header says " + std::to_string(header.payload_crc));
   }

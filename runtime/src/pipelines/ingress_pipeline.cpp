@@ -120,12 +120,14 @@ const Buffer& empty_buffer() {
 }
 
 // Whether memory that `point`'s work uses must still be waited for before reuse: not when the
-// point is unset, reached, or failed (its work never runs). Any other answer (a failed wait)
-// counts as pending: reusing memory the device may still use would be worse than waiting.
+// point is unset, reached, failed (its work never runs) or its device closed (no work can be
+// submitted to reuse it). Any other answer (a failed wait) counts as pending: reusing memory the
+// device may still use would be worse than waiting.
 bool still_pending(const TimelinePoint& point) {
   if (!point.timeline) return false;
   const Status polled = point.wait(Timeout::zero());
-  return !polled.ok() && polled.code() != ErrorCode::timeline_failed;
+  return !polled.ok() && polled.code() != ErrorCode::timeline_failed &&
+         polled.code() != ErrorCode::device_closed;
 }
 
 }  // namespace
@@ -248,14 +250,28 @@ struct IngressPipeline::State {
   }
 
   // How many of the batch's bytes to upload: input_bytes, or what the transform's inspect says.
+  // Ordinary memory is exact, never cut to size: input_bytes of it (at most that many with an
+  // inspect step), so that a source handing over the wrong thing (another dtype, another shape)
+  // gets an error for that batch instead of its first bytes being used.
   Result<std::uint64_t> batch_bytes(const HostBatch& host) {
     const IngressTransform& transform = options.transform;
+    if (!host.pinned_memory()) {
+      const std::uint64_t given = host.bytes().size();
+      if (transform.inspect ? given > transform.input_bytes || given == 0
+                            : given != transform.input_bytes) {
+        return Status(ErrorCode::out_of_range,
+                      "the source gave " + std::to_string(given) + " bytes; the batch layout needs " +
+                          (transform.inspect ? "1 to " : "exactly ") +
+                          std::to_string(transform.input_bytes));
+      }
+    }
     if (!transform.inspect) return transform.input_bytes;
     std::span<const std::byte> view = host.bytes();
     if (const std::optional<BufferRef>& pinned = host.pinned_memory()) {
+      // A pinned batch is a place in a larger buffer: the bytes from it on, at most input_bytes.
       FERRY_ASSIGN_OR_RETURN(view, detail::host_view(*pinned, host.pinned_offset()));
+      view = view.first(std::min<std::uint64_t>(view.size(), transform.input_bytes));
     }
-    view = view.first(std::min<std::uint64_t>(view.size(), transform.input_bytes));
     Result<std::uint64_t> bytes = guarded(transform, [&] { return transform.inspect(view); });
     if (bytes.ok() && (*bytes == 0 || *bytes > view.size())) {
       return Status(ErrorCode::internal, "the transform '" + transform.name + "' asked for " +
@@ -278,11 +294,6 @@ struct IngressPipeline::State {
                                       bytes));
       FERRY_ASSIGN_OR_RETURN(uploaded, upload_queue.submit(std::move(copy), upload_sync));
     } else {
-      if (host.bytes().size() < bytes) {
-        return Status(ErrorCode::out_of_range,
-                      "the source gave " + std::to_string(host.bytes().size()) +
-                          " bytes; the batch layout needs " + std::to_string(bytes));
-      }
       if (!pool) {
         // Pinned-only streams never pay for staging memory.
         StagingPoolOptions pool_options;

@@ -7,6 +7,8 @@
 // place) against a resident index; save/load round trips; damaged files; bad input; an add that
 // fails half way. Packed codes (add_codes, search_codes) against a brute-force Hamming truth on
 // the codes themselves, and against add() of floats with the same sign bits.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -172,6 +174,7 @@ TEST_CASE("BinaryIndex: truncated, corrupted and foreign files are refused, nami
       write_file(bad, content);
       const auto loaded = BinaryIndex::load(t.device, bad);
       REQUIRE(!loaded.ok());
+      CHECK(loaded.status().code() == ErrorCode::data_corrupt);  // whatever the damage
       const std::string message = loaded.status().message();
       CHECK_MESSAGE(message.find(bad.string()) != std::string::npos, message);
       CHECK_MESSAGE(message.find(expected) != std::string::npos, message);
@@ -200,8 +203,29 @@ TEST_CASE("BinaryIndex: truncated, corrupted and foreign files are refused, nami
     magic[0] = 'G';
     refused(magic, "not a BinaryIndex file", "another format");
     const auto missing = BinaryIndex::load(t.device, temp_file("does_not_exist.bix"));
-    CHECK(!missing.ok());
+    CHECK_ERROR(missing, ErrorCode::not_found);
     CHECK(missing.status().message().find("does_not_exist.bix") != std::string::npos);
+    // Paths that are not regular files are refused at once, naming what they are: a FIFO is
+    // never opened for a blocking read (nobody writes to this one).
+    const fs::path folder = temp_file(std::string(ferry::to_string(t.backend)) + "_folder.bix");
+    fs::create_directories(folder);
+    const auto from_folder = BinaryIndex::load(t.device, folder);
+    CHECK_ERROR(from_folder, ErrorCode::invalid_argument);
+    CHECK(from_folder.status().message().find("is a directory") != std::string::npos);
+    // The writer names the same faults with the same codes.
+    CHECK_ERROR(index.save(folder), ErrorCode::invalid_argument);
+    CHECK_ERROR(index.save(folder / "no_such_folder" / "x.bix"), ErrorCode::not_found);
+    const fs::path fifo = temp_file(std::string(ferry::to_string(t.backend)) + "_fifo.bix");
+    fs::remove(fifo);
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    {
+      const ferry_test::Watchdog watchdog("BinaryIndex::load of a FIFO");
+      const auto from_fifo = BinaryIndex::load(t.device, fifo);
+      CHECK_ERROR(from_fifo, ErrorCode::invalid_argument);
+      CHECK(from_fifo.status().message().find("FIFO") != std::string::npos);
+    }
+    fs::remove(folder);
+    fs::remove(fifo);
     // The good file still loads.
     CHECK_OK(BinaryIndex::load(t.device, good));
     fs::remove(good);

@@ -427,14 +427,16 @@ TEST_CASE("ShardedIndex: load and save errors are clear, naming the file") {
       REQUIRE(!as_one.ok());
       CHECK_MESSAGE(loaded.status().code() == as_one.status().code(), as_one.status().to_string());
     };
-    refused(temp_file(t, "does_not_exist.bix"), "cannot open", "a missing file");
+    refused(temp_file(t, "does_not_exist.bix"), "no such file", "a missing file");
+    CHECK(ShardedIndex::load(two, temp_file(t, "does_not_exist.bix")).status().code() ==
+          ErrorCode::not_found);
     write_file(bad, std::vector<char>(bytes.begin(), bytes.end() - 1));
     refused(bad, "truncated", "a truncated file");
     std::vector<char> flipped = bytes;
     flipped[64 + 17] = static_cast<char>(flipped[64 + 17] ^ 0x04);  // a code of row 2
     write_file(bad, flipped);
     refused(bad, "corrupted payload", "a payload bit flipped");
-    CHECK(ShardedIndex::load(two, bad).status().code() == ErrorCode::invalid_argument);
+    CHECK(ShardedIndex::load(two, bad).status().code() == ErrorCode::data_corrupt);
 
     auto expect = [](const ferry::Status& status, ErrorCode code, const std::string& text) {
       CHECK_MESSAGE(status.code() == code, status.to_string());
@@ -453,7 +455,7 @@ TEST_CASE("ShardedIndex: load and save errors are clear, naming the file") {
            "segment_bytes");
 
     const fs::path no_folder = temp_file(t, "no_such_folder") / "index.bix";
-    expect(index.save(no_folder), ErrorCode::unavailable, "ShardedIndex::save(" + no_folder.string());
+    expect(index.save(no_folder), ErrorCode::not_found, "ShardedIndex::save(" + no_folder.string());
     CHECK(!fs::exists(no_folder));
     ShardedIndex moved = std::move(index);
     expect(index.save(good), ErrorCode::released, "no index");  // NOLINT: testing the moved-from
