@@ -194,16 +194,23 @@ BufferRef memory_ref(nb::handle object, std::vector<TimelinePoint>* waits, const
                            .c_str());
 }
 
-HostBytes::HostBytes(nb::handle object, bool writable, const char* argument) {
-  const int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+bool HostBytes::acquire(nb::handle object, bool writable) {
+  const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
   if (PyObject_GetBuffer(object.ptr(), &view, flags) != 0) {
     PyErr_Clear();
+    return false;
+  }
+  held = true;
+  return true;
+}
+
+HostBytes::HostBytes(nb::handle object, bool writable, const char* argument) {
+  if (!acquire(object, writable)) {
     invalid(std::string(argument) + " must be a " + (writable ? "writable " : "") +
             "C-contiguous host array (buffer protocol), not " +
             text_of(object.type().attr("__name__")) +
             (writable ? " (or it is read-only / not contiguous)" : " (or it is not contiguous)"));
   }
-  held = true;
 }
 
 HostBytes::~HostBytes() {

@@ -164,12 +164,16 @@ struct PyDevice {
 BufferRef memory_ref(nb::handle object, std::vector<TimelinePoint>* waits = nullptr,
                      const char* argument = "memory");
 
-// A host array's bytes (buffer protocol, C-contiguous), held while `view` lives.
+// A host array's bytes (buffer protocol, C-contiguous, with its element format), held while
+// `view` lives.
 struct HostBytes {
   Py_buffer view{};
   bool held = false;
   HostBytes() = default;
+  // InvalidArgumentError naming `argument` when `object` has no such buffer.
   HostBytes(nb::handle object, bool writable, const char* argument);
+  // The same without raising: false (the Python error cleared) when `object` has no such buffer.
+  bool acquire(nb::handle object, bool writable);
   HostBytes(const HostBytes&) = delete;
   HostBytes& operator=(const HostBytes&) = delete;
   HostBytes(HostBytes&& other) noexcept : view(other.view), held(other.held) { other.held = false; }

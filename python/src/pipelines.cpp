@@ -6,7 +6,9 @@
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <set>
+#include <span>
 
 #include "convert.hpp"
 
@@ -62,36 +64,36 @@ struct IngressSourceState {
   }
 };
 
-std::string shape_text(const Py_ssize_t* shape, int ndim) {
+// "(2, 5, 7, 3)", "(210,)": a shape as Python writes it (buffer extents or a tensor's).
+template <typename Extent>
+std::string shape_text(std::span<const Extent> shape) {
   std::string text = "(";
-  for (int i = 0; i < ndim; ++i) text += (i == 0 ? "" : ", ") + std::to_string(shape[i]);
-  return text + (ndim == 1 ? ",)" : ")");
-}
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::vector<Py_ssize_t> extents(shape.begin(), shape.end());
-  return shape_text(extents.data(), static_cast<int>(extents.size()));
-}
-
-// Whether an item of `ndim` extents `shape` is laid out as the batch expects: flat, the images'
-// shape, or that shape without its leading 1 (a batch of one image).
-bool item_shape_fits(const IngressSourceState& state, const Py_ssize_t* shape, int ndim) {
-  if (ndim == 1) return true;  // the byte count is checked on its own
-  const std::vector<std::int64_t>& expected = state.image_shape;
-  const int rank = static_cast<int>(expected.size());
-  const int skip = ndim == rank ? 0 : ndim + 1 == rank && expected.front() == 1 ? 1 : -1;
-  if (rank == 0 || skip < 0) return false;
-  for (int i = 0; i < ndim; ++i) {
-    if (shape[i] != expected[static_cast<std::size_t>(i + skip)]) return false;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    text += (i == 0 ? "" : ", ") + std::to_string(shape[i]);
   }
-  return true;
+  return text + (shape.size() == 1 ? ",)" : ")");
+}
+
+// Whether an item of extents `shape` is laid out as the batch expects: flat, the images' shape,
+// or that shape without its leading 1 (a batch of one image).
+template <typename Extent>
+bool item_shape_fits(const IngressSourceState& state, std::span<const Extent> shape) {
+  if (shape.size() == 1) return true;  // the byte count is checked on its own
+  const std::vector<std::int64_t>& expected = state.image_shape;
+  if (expected.empty()) return false;
+  std::span<const std::int64_t> compared(expected);
+  if (shape.size() + 1 == expected.size() && expected.front() == 1) compared = compared.subspan(1);
+  return std::equal(shape.begin(), shape.end(), compared.begin(), compared.end(),
+                    [](Extent a, std::int64_t b) { return static_cast<std::int64_t>(a) == b; });
 }
 
 // What an item must be, for its error message.
 std::string expected_item(const IngressSourceState& state) {
   std::string text = "a C-contiguous uint8 array of " + std::to_string(state.input_bytes) +
                      " bytes (shape (" + std::to_string(state.input_bytes) + ",)";
-  if (!state.image_shape.empty()) text += " or " + shape_text(state.image_shape);
+  if (!state.image_shape.empty()) {
+    text += " or " + shape_text(std::span<const std::int64_t>(state.image_shape));
+  }
   return text + "), or a Lease, host Buffer or uint8 Tensor of that many bytes";
 }
 
@@ -136,9 +138,9 @@ Result<std::optional<HostBatch>> next_source_batch(IngressSourceState& state, st
         if (tensor.dtype.name != "uint8") {
           return bad_item(state, index, "a Tensor of " + tensor.dtype.name);
         }
-        std::vector<Py_ssize_t> extents(tensor.shape.begin(), tensor.shape.end());
-        if (!item_shape_fits(state, extents.data(), static_cast<int>(extents.size()))) {
-          return bad_item(state, index, "a Tensor of shape " + shape_text(tensor.shape));
+        const std::span<const std::int64_t> extents(tensor.shape);
+        if (!item_shape_fits(state, extents)) {
+          return bad_item(state, index, "a Tensor of shape " + shape_text(extents));
         }
       }
       if (memory.size != state.input_bytes) {
@@ -148,16 +150,14 @@ Result<std::optional<HostBatch>> next_source_batch(IngressSourceState& state, st
       state.current_object = SharedPyObject(batch);
       return std::optional<HostBatch>(HostBatch::pinned(memory));
     }
-    Py_buffer view{};
-    if (PyObject_GetBuffer(batch.ptr(), &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
-      PyErr_Clear();
+    auto bytes = std::make_unique<HostBytes>();
+    if (!bytes->acquire(batch, false)) {
       return bad_item(state, index, "a " + text_of(batch.type().attr("__name__")) +
                                         " (not a C-contiguous host array: numpy.ascontiguousarray "
                                         "makes one)");
     }
-    auto bytes = std::make_unique<HostBytes>();
-    bytes->view = view;
-    bytes->held = true;
+    const Py_buffer& view = bytes->view;
+    const std::span<const Py_ssize_t> extents(view.shape, static_cast<std::size_t>(view.ndim));
     const std::string_view format = view.format != nullptr ? view.format : "B";
     const bool uint8 = format == "B" || format == "@B" || format == "=B" || format == "<B" ||
                        format == ">B" || format == "!B";
@@ -168,10 +168,10 @@ Result<std::optional<HostBatch>> next_source_batch(IngressSourceState& state, st
     }
     if (static_cast<std::uint64_t>(view.len) != state.input_bytes) {
       return bad_item(state, index, "an array of " + std::to_string(view.len) + " bytes" +
-                                        (view.ndim > 0 ? " (shape " + shape_text(view.shape, view.ndim) + ")" : ""));
+                                        (extents.empty() ? "" : " (shape " + shape_text(extents) + ")"));
     }
-    if (view.ndim > 1 && !item_shape_fits(state, view.shape, view.ndim)) {
-      return bad_item(state, index, "an array of shape " + shape_text(view.shape, view.ndim));
+    if (!extents.empty() && !item_shape_fits(state, extents)) {
+      return bad_item(state, index, "an array of shape " + shape_text(extents));
     }
     state.current_bytes = std::move(bytes);
     return std::optional<HostBatch>(HostBatch::pageable(state.current_bytes->bytes()));

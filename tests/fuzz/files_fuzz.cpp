@@ -51,6 +51,14 @@ void write_file(const fs::path& path, const Bytes& bytes) {
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
+Bytes file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  Bytes bytes(text.size());
+  std::memcpy(bytes.data(), text.data(), text.size());
+  return bytes;
+}
+
 // Every byte of `bytes`, folded: a reader handing back memory it does not own is an ASan finding.
 unsigned touch(std::span<const std::byte> bytes) {
   unsigned sum = 0;
@@ -119,11 +127,7 @@ IndexCorpus index_corpus(const ferry::Device& device, const fs::path& dir) {
     if (c.rows > 0 && !index.add(std::span<const float>(values), c.rows).ok()) std::abort();
     const fs::path path = dir / "corpus.bix";
     if (!index.save(path).ok()) std::abort();
-    std::ifstream in(path, std::ios::binary);
-    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    Bytes bytes(text.size());
-    std::memcpy(bytes.data(), text.data(), text.size());
-    corpus.files.push_back(std::move(bytes));
+    corpus.files.push_back(file_bytes(path));
   }
   return corpus;
 }
@@ -193,14 +197,6 @@ struct VectorFile {
 struct VectorCorpus {
   std::vector<VectorFile> files;
 };
-
-Bytes file_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  Bytes bytes(text.size());
-  std::memcpy(bytes.data(), text.data(), text.size());
-  return bytes;
-}
 
 VectorCorpus vector_corpus(const fs::path& dir) {
   using ferry::vector_files::VectorElement;
