@@ -1,11 +1,13 @@
 // The hamming_topk kernels: one launch per pass of the plan (runtime/src/ops/hamming_topk.hpp).
-// Level 0 is the scan kernel (hamming_topk_scan.cuh: spans of rows, distances on the binary
-// tensor cores or by popcount, a running threshold per query). The merges are the shader's
-// (shaders/hamming_topk.comp), line for line where they can be: a block keeps, per query, the
-// min(k, count) smallest (distance, index) pairs of its group of `count` candidates: a histogram
-// of the distances gives the threshold T, a bitmask of the items at T the lowest positions among
-// them, and the kept keys (distance << 16 | position) are sorted with a bitonic sort in shared
-// memory.
+// Level 0 is the scan kernel (hamming_topk_scan.cuh: a warp per span of rows and tile of queries,
+// distances on the binary tensor cores or by popcount, a running threshold per query), after
+// the bound passes on the tensor-core path (the same kernel over a sample of rows, then
+// hamming_bound_kernel below). The merges are the shader's (shaders/hamming_topk.comp), line for
+// line where they can be: a block keeps, per query, the min(k, count) smallest (distance, index)
+// pairs of its group of `count` candidates: a histogram of the distances gives the threshold T, a
+// bitmask of the items at T the lowest positions among them, and the kept keys (distance << 16 |
+// position) are sorted with a bitonic sort in shared memory. Unlike the shader's, a group may
+// hold padding (distance kNone: a span whose rows the bound turned away), which sorts last.
 #include <cstdint>
 
 #include "hamming_topk_launch.hpp"
@@ -55,58 +57,65 @@ __device__ void select_and_write(Shared& s, const unsigned (&dist)[Items], const
     __syncthreads();
   }
   const unsigned inclusive = s.partial[t];
-  if (inclusive - sum < keep && inclusive >= keep) {
-    unsigned nearer = inclusive - sum, threshold = t * per;
-    while (nearer + s.hist[threshold] < keep) nearer += s.hist[threshold++];
-    s.threshold = threshold;
-    s.nearer = nearer;
-  }
-  __syncthreads();
-  const unsigned threshold = s.threshold;
-#pragma unroll
-  for (unsigned i = 0; i < Items; ++i) {
-    if (dist[i] == threshold) {
-      const unsigned local = i * kHammingBlock + t;
-      atomicOr(&s.ties[local >> 5], 1u << (local & 31u));
+  // Padding entries are not counted: keep at most the group's real entries (the rest of the
+  // slots are written as padding). The count is the block's, so every thread takes the same
+  // branch below (its barriers included).
+  const unsigned slots = keep;
+  keep = min(keep, s.partial[kHammingBlock - 1]);
+  if (keep > 0u) {  // else padding only: every slot is written as padding below
+    if (inclusive - sum < keep && inclusive >= keep) {
+      unsigned nearer = inclusive - sum, threshold = t * per;
+      while (nearer + s.hist[threshold] < keep) nearer += s.hist[threshold++];
+      s.threshold = threshold;
+      s.nearer = nearer;
     }
-  }
-  __syncthreads();
-  if (t == 0u) {
-    // The position of the (keep - nearer)-th item at the threshold, counted from 1.
-    unsigned need = keep - s.nearer, w = 0u;
-    while (static_cast<unsigned>(__popc(s.ties[w])) < need) need -= __popc(s.ties[w++]);
-    unsigned bits = s.ties[w];
-    for (unsigned r = 1u; r < need; ++r) bits &= bits - 1u;
-    s.cut = w * 32u + static_cast<unsigned>(__ffs(static_cast<int>(bits)) - 1);
-  }
-  __syncthreads();
-  const unsigned cut = s.cut;
+    __syncthreads();
+    const unsigned threshold = s.threshold;
 #pragma unroll
-  for (unsigned i = 0; i < Items; ++i) {
-    const unsigned d = dist[i], local = i * kHammingBlock + t;
-    if (d != kNone && (d < threshold || (d == threshold && local <= cut))) {
-      s.keys[atomicAdd(&s.count, 1u)] = (d << 16) | local;
-    }
-  }
-  __syncthreads();
-  unsigned size = 1u;
-  while (size < keep) size <<= 1;
-  for (unsigned i = keep + t; i < size; i += kHammingBlock) s.keys[i] = kNone;
-  __syncthreads();
-  for (unsigned block = 2u; block <= size; block <<= 1) {
-    for (unsigned stride = block >> 1; stride > 0u; stride >>= 1) {
-      for (unsigned i = t; i < size / 2u; i += kHammingBlock) {
-        const unsigned a = (i / stride) * 2u * stride + (i % stride), b = a + stride;
-        const unsigned ka = s.keys[a], kb = s.keys[b];
-        if ((ka > kb) == ((a & block) == 0u)) {
-          s.keys[a] = kb;
-          s.keys[b] = ka;
-        }
+    for (unsigned i = 0; i < Items; ++i) {
+      if (dist[i] == threshold) {
+        const unsigned local = i * kHammingBlock + t;
+        atomicOr(&s.ties[local >> 5], 1u << (local & 31u));
       }
-      __syncthreads();
+    }
+    __syncthreads();
+    if (t == 0u) {
+      // The position of the (keep - nearer)-th item at the threshold, counted from 1.
+      unsigned need = keep - s.nearer, w = 0u;
+      while (static_cast<unsigned>(__popc(s.ties[w])) < need) need -= __popc(s.ties[w++]);
+      unsigned bits = s.ties[w];
+      for (unsigned r = 1u; r < need; ++r) bits &= bits - 1u;
+      s.cut = w * 32u + static_cast<unsigned>(__ffs(static_cast<int>(bits)) - 1);
+    }
+    __syncthreads();
+    const unsigned cut = s.cut;
+#pragma unroll
+    for (unsigned i = 0; i < Items; ++i) {
+      const unsigned d = dist[i], local = i * kHammingBlock + t;
+      if (d != kNone && (d < threshold || (d == threshold && local <= cut))) {
+        s.keys[atomicAdd(&s.count, 1u)] = (d << 16) | local;
+      }
+    }
+    __syncthreads();
+    unsigned size = 1u;
+    while (size < keep) size <<= 1;
+    for (unsigned i = keep + t; i < size; i += kHammingBlock) s.keys[i] = kNone;
+    __syncthreads();
+    for (unsigned block = 2u; block <= size; block <<= 1) {
+      for (unsigned stride = block >> 1; stride > 0u; stride >>= 1) {
+        for (unsigned i = t; i < size / 2u; i += kHammingBlock) {
+          const unsigned a = (i / stride) * 2u * stride + (i % stride), b = a + stride;
+          const unsigned ka = s.keys[a], kb = s.keys[b];
+          if ((ka > kb) == ((a & block) == 0u)) {
+            s.keys[a] = kb;
+            s.keys[b] = ka;
+          }
+        }
+        __syncthreads();
+      }
     }
   }
-  const unsigned written = p.final ? p.k : keep;
+  const unsigned written = p.final ? p.k : slots;
   for (unsigned i = t; i < written; i += kHammingBlock) {
     unsigned d = kNone, index = kNone;
     if (i < keep) {
@@ -144,6 +153,45 @@ __global__ void __launch_bounds__(kHammingBlock) hamming_merge_kernel(HammingLau
     select_and_write(s, dist, p, count, min(p.k, count), q, in_at,
                      p.out_base + q * p.out_stride + g * keep_full);
   }
+}
+
+// The bound passes' second: per query of the slice (a block each), the k-th smallest of the
+// sample's group minima (a histogram of the distances) is its bound: k different rows lie at or
+// within it, so no row beyond it is among the k nearest. Fewer than k minima: no bound (kNone).
+__global__ void __launch_bounds__(kHammingBlock) hamming_bound_kernel(HammingLaunch p) {
+  __shared__ unsigned hist[kHammingBits + 1];
+  __shared__ unsigned partial[kHammingBlock];
+  __shared__ unsigned bound;
+  const unsigned t = threadIdx.x, q = blockIdx.x;
+  const unsigned bins = p.words * 32u + 1u;
+  for (unsigned b = t; b < bins; b += kHammingBlock) hist[b] = 0u;
+  if (t == 0u) bound = kNone;
+  __syncthreads();
+  const std::uint32_t* minima = p.minima + std::uint64_t{q} * p.sample_stride;
+  for (unsigned i = t; i < p.sample_groups; i += kHammingBlock) {
+    const unsigned m = minima[i];
+    if (m < bins) atomicAdd(&hist[m], 1u);
+  }
+  __syncthreads();
+  const unsigned per = (bins + kHammingBlock - 1u) / kHammingBlock;
+  unsigned sum = 0u;
+  for (unsigned b = t * per; b < min(bins, t * per + per); ++b) sum += hist[b];
+  partial[t] = sum;
+  __syncthreads();
+  for (unsigned offset = 1u; offset < kHammingBlock; offset <<= 1) {
+    const unsigned add = t >= offset ? partial[t - offset] : 0u;
+    __syncthreads();
+    partial[t] += add;
+    __syncthreads();
+  }
+  const unsigned inclusive = partial[t];
+  if (inclusive - sum < p.k && inclusive >= p.k) {
+    unsigned below = inclusive - sum, b = t * per;
+    while (below + hist[b] < p.k) below += hist[b++];
+    bound = b;
+  }
+  __syncthreads();
+  if (t == 0u) p.bounds[std::uint64_t{q} * p.sample_stride] = bound;
 }
 
 // The scan kernel of a tile size and path, as a function pointer (one switch for every use).
@@ -187,26 +235,29 @@ cudaError_t prepare_hamming_scan(HammingScanSupport& support) {
   return cudaSuccess;
 }
 
-unsigned hamming_scan_shared_bytes(unsigned fragments, unsigned cap, unsigned words) {
-  const unsigned queries = 8 * fragments;
-  const unsigned code_words = queries * ((words + 7) / 8 * 8);  // either layout of the codes
-  return 4 * (3 * queries + (kHammingBlock / 32) * 256 + queries * cap + code_words + 1);
+unsigned hamming_scan_shared_bytes(unsigned fragments, unsigned cap, unsigned words, unsigned warps) {
+  return 4 * warps * scan::warp_shared_words(fragments, cap, words);
 }
 
-cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, unsigned shared_bytes,
-                                       int& blocks) {
+cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, unsigned warps,
+                                       unsigned shared_bytes, int& blocks) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &blocks, scan_kernel(fragments, mma), static_cast<int>(kHammingBlock), shared_bytes);
+      &blocks, scan_kernel(fragments, mma), static_cast<int>(32 * warps), shared_bytes);
 }
 
 cudaError_t launch_hamming_topk(const HammingLaunch& launch, cudaStream_t stream) {
   (void)cudaGetLastError();  // report this launch only
-  if (launch.from_codes) {
+  if (launch.bound) {
+    hamming_bound_kernel<<<launch.query_count, kHammingBlock, 0, stream>>>(launch);
+  } else if (launch.from_codes) {
     const ScanKernel kernel = scan_kernel(launch.fragments, launch.mma);
     if (kernel == nullptr) return cudaErrorInvalidValue;
-    const unsigned queries = 8 * launch.fragments;
-    const dim3 grid(launch.groups, (launch.query_count + queries - 1) / queries, 1);
-    kernel<<<grid, kHammingBlock, hamming_scan_shared_bytes(launch.fragments, launch.cap, launch.words),
+    const unsigned tiles = (launch.query_count + 8 * launch.fragments - 1) / (8 * launch.fragments);
+    const unsigned spans_per_block = launch.warps / launch.tiles_per_block;
+    const dim3 grid((launch.groups + spans_per_block - 1) / spans_per_block,
+                    (tiles + launch.tiles_per_block - 1) / launch.tiles_per_block, 1);
+    kernel<<<grid, 32 * launch.warps,
+             hamming_scan_shared_bytes(launch.fragments, launch.cap, launch.words, launch.warps),
              stream>>>(launch);
   } else {
     const dim3 grid(launch.groups < 65535u ? launch.groups : 65535u, launch.query_count, 1);

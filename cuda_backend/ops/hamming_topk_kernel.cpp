@@ -47,17 +47,27 @@ Status HammingTopkKernel::create(unsigned sm_count) {
 Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
                                  std::span<const backend::Binding> bindings,
                                  cudaStream_t stream) const {
-  // The scan's tile: 32 queries for a small k, 8 beyond (measured on an H100, 1000 x 1M x
-  // 256-bit: k = 10 fastest with 32, k = 100 and 1000 with 8, whose buffers are smaller and
-  // whose spans are longer, so their thresholds settle sooner); fewer while the device's shared
-  // memory cannot take the block.
-  const unsigned cap = ops::hamming_scan_cap(args.k, kHammingScanRoundRows);
-  unsigned fragments = args.k <= 32 ? 4 : 1;
-  while (fragments > 1 && hamming_scan_shared_bytes(fragments, cap, args.words) > support_.max_shared_bytes)
-    fragments /= 2;
-  const unsigned shared = hamming_scan_shared_bytes(fragments, cap, args.words);
+  // A warp's tile: 16 queries up to k = 128 (on the H200, 1000 x 1M x 256-bit, k = 10: 0.60 ms
+  // against 0.70 with 32, whose buffers take more shared memory and so fewer warps per SM, and
+  // 0.87 with 8), 8 beyond (a larger k needs larger key buffers), and no more than the search
+  // has. A block: 4 warps, fewer while its shared memory does not fit the device; then smaller
+  // tiles.
+  unsigned fragments = args.k <= 128 ? 2 : 1;
+  while (fragments > 1 && 8 * (fragments / 2) >= args.queries) fragments /= 2;
+  unsigned warps = kHammingScanWarps;
+  const unsigned cap = ops::hamming_scan_cap(args.k, kHammingScanStepRows);
+  while (hamming_scan_shared_bytes(fragments, cap, args.words, warps) > support_.max_shared_bytes &&
+         (warps > 1 || fragments > 1)) {
+    if (warps > 1) {
+      warps /= 2;
+    } else {
+      fragments /= 2;
+    }
+  }
+  const unsigned shared = hamming_scan_shared_bytes(fragments, cap, args.words, warps);
   int blocks_per_sm = 0;
-  if (const cudaError_t error = hamming_scan_blocks_per_sm(fragments, support_.mma, shared, blocks_per_sm);
+  if (const cudaError_t error =
+          hamming_scan_blocks_per_sm(fragments, support_.mma, warps, shared, blocks_per_sm);
       error != cudaSuccess) {
     return cuda_status(error, "hamming_scan_blocks_per_sm (hamming_topk kernel)");
   }
@@ -67,18 +77,34 @@ Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
                       " bytes of shared memory per block; this device offers " +
                       std::to_string(support_.max_shared_bytes));
   }
-  // Spans: two waves of blocks over the device (ops::hamming_scan_span).
+  // Spans: one wave of warps over the device (ops::hamming_scan_span makes two waves of the
+  // number it is given). With the bounds every warp does about the same work, and fewer spans
+  // mean fewer candidates to merge (and to hold in scratch).
   const unsigned tile = 8 * fragments;
   const std::uint32_t span = ops::hamming_scan_span(
-      args.rows, args.queries, tile, kHammingScanRoundRows,
-      std::uint64_t{sm_count_} * static_cast<unsigned>(blocks_per_sm));
+      args.rows, args.queries, tile, kHammingScanStepRows,
+      std::uint64_t{sm_count_} * static_cast<unsigned>(blocks_per_sm) * warps / 2);
+
+  // The bound passes (tensor-core path): the minima of the first `sample_groups` groups of
+  // kSampleGroupRows rows (at least 256 groups, 4k for a large k) and a bound per query, in the
+  // scratch after the candidates; left out when they do not fit the scratch.
+  constexpr std::uint32_t kSampleGroupRows = 8 * kHammingScanStepRows;
+  const std::uint32_t row_groups =
+      static_cast<std::uint32_t>((std::uint64_t{args.rows} + kSampleGroupRows - 1) / kSampleGroupRows);
+  std::uint32_t sample_groups =
+      support_.mma ? std::min(row_groups, std::max(256u, 4 * args.k)) : 0;
 
   // The public call reserved the default plan's scratch (bound last, when it is not 0).
   const bool has_scratch = bindings.size() > 4;
   ops::HammingTopkArgs planned = args;
   planned.scratch_budget = has_scratch ? bindings[4].size : 0;
-  FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan,
-                         ops::plan_hamming_topk(planned, "hamming_topk", span));
+  Result<ops::HammingTopkPlan> planning =
+      ops::plan_hamming_topk(planned, "hamming_topk", span, sample_groups == 0 ? 0 : sample_groups + 1);
+  if (!planning.ok() && sample_groups != 0) {
+    sample_groups = 0;
+    planning = ops::plan_hamming_topk(planned, "hamming_topk", span);
+  }
+  FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan, std::move(planning));
   HammingLaunch launch;
   const char* roles[] = {"hamming_topk queries", "hamming_topk database",
                          "hamming_topk distances", "hamming_topk indices"};
@@ -102,6 +128,18 @@ Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
   launch.mma = support_.mma;
   launch.fragments = fragments;
   launch.cap = cap;
+  launch.warps = warps;
+  if (sample_groups != 0) {
+    // Per query: sample_groups minima, then its bound.
+    launch.sample_stride = sample_groups + 1;
+    launch.sample_groups = sample_groups;
+    launch.minima = launch.scratch + plan.extra_word_base;
+  }
+  const auto launch_pass = [&](const HammingLaunch& pass_launch) -> Status {
+    const cudaError_t error = launch_hamming_topk(pass_launch, stream);
+    if (error != cudaSuccess) return cuda_status(error, "launch_hamming_topk (hamming_topk kernel)");
+    return Status();
+  };
   for (const ops::HammingPass& pass : plan.passes) {
     launch.from_codes = pass.from_codes;
     launch.final = pass.final;
@@ -114,8 +152,33 @@ Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
     launch.in_stride = pass.in_stride;
     launch.out_base = pass.out_base;
     launch.out_stride = pass.out_stride;
-    const cudaError_t error = launch_hamming_topk(launch, stream);
-    if (error != cudaSuccess) return cuda_status(error, "launch_hamming_topk (hamming_topk kernel)");
+    // The block's warps take as many of the slice's tiles as they can, the rest neighbouring
+    // spans of those tiles.
+    const unsigned tiles = (pass.query_count + tile - 1) / tile;
+    launch.tiles_per_block = warps;
+    while (launch.tiles_per_block > 1 && launch.tiles_per_block / 2 >= tiles) launch.tiles_per_block /= 2;
+    launch.bounds = nullptr;
+    if (pass.from_codes && sample_groups != 0) {
+      // The slice's bounds first: the sample pass (the scan kernel over the first rows, a span
+      // per group: many short warps, as each step waits for its rows) and the pass picking each
+      // query's bound.
+      HammingLaunch sample = launch;
+      sample.sample = true;
+      sample.final = false;
+      sample.items = static_cast<std::uint32_t>(
+          std::min<std::uint64_t>(std::uint64_t{sample_groups} * kSampleGroupRows, args.rows));
+      sample.group_items = kSampleGroupRows;
+      sample.groups = (sample.items + sample.group_items - 1) / sample.group_items;
+      sample.bounds = nullptr;
+      FERRY_RETURN_IF_ERROR(launch_pass(sample));
+      HammingLaunch bound = launch;
+      bound.bound = true;
+      bound.from_codes = false;
+      bound.bounds = launch.minima + sample_groups;  // query q's at q * sample_stride
+      FERRY_RETURN_IF_ERROR(launch_pass(bound));
+      launch.bounds = bound.bounds;
+    }
+    FERRY_RETURN_IF_ERROR(launch_pass(launch));
   }
   return Status();
 }

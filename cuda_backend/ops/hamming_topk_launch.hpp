@@ -15,9 +15,11 @@ inline constexpr unsigned kHammingMerge = 16384;
 inline constexpr unsigned kHammingBits = 4096;
 inline constexpr unsigned kHammingK = 1024;
 
-// Level 0 (hamming_topk_scan.cuh): a block scans a span of rows in rounds of this many, for a
-// tile of 8 * fragments queries; keys hold the row's position in its span in this many bits.
-inline constexpr unsigned kHammingScanRoundRows = 128;
+// Level 0 (hamming_topk_scan.cuh): a warp scans a span of rows in steps of this many, for a
+// tile of 8 * fragments queries, in blocks of at most kHammingScanWarps warps; keys hold the
+// row's position in its span in kHammingScanLocalBits bits.
+inline constexpr unsigned kHammingScanStepRows = 32;
+inline constexpr unsigned kHammingScanWarps = 4;
 inline constexpr unsigned kHammingScanLocalBits = 19;
 inline constexpr unsigned kHammingScanMaxSpan = 1u << kHammingScanLocalBits;
 
@@ -30,8 +32,20 @@ struct HammingLaunch {
   bool from_codes = false;   // level 0: the scan kernel; else the merge kernel
   bool final = false;
   bool mma = false;          // level 0: distances on the binary tensor cores
-  unsigned fragments = 0;    // level 0: queries per block / 8 (1, 2 or 4)
+  unsigned fragments = 0;    // level 0: queries per warp / 8 (1, 2 or 4)
   unsigned cap = 0;          // level 0: key buffer entries per query
+  // The bound passes (the tensor-core path): per query of the slice, sample_stride words: the
+  // minima of sample_groups groups of rows (the sample pass writes them, sample = true), then its
+  // bound (kNone: none), which the scan starts its threshold from.
+  std::uint32_t* minima = nullptr;
+  std::uint32_t* bounds = nullptr;
+  bool sample = false;
+  bool bound = false;        // the pass that picks the bounds from the minima
+  std::uint32_t sample_groups = 0;
+  std::uint32_t sample_stride = 0;
+  unsigned warps = 0;        // level 0: warps per block (1, 2 or 4)
+  unsigned tiles_per_block = 0;  // level 0: query tiles per block (divides warps); the block's
+                                 // other warps take the next spans of those tiles
   std::uint32_t words = 0;
   std::uint32_t k = 0;
   std::uint32_t items = 0;
@@ -53,10 +67,11 @@ struct HammingScanSupport {
 };
 // Raises the scan kernels' shared-memory limit to the device's and says what it offers.
 cudaError_t prepare_hamming_scan(HammingScanSupport& support);
-// Shared memory of a scan block; blocks of it an SM holds at once (0: it cannot run).
-unsigned hamming_scan_shared_bytes(unsigned fragments, unsigned cap, unsigned words);
-cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, unsigned shared_bytes,
-                                       int& blocks);
+// Shared memory of a scan block of `warps` warps; blocks of it an SM holds at once (0: it cannot
+// run).
+unsigned hamming_scan_shared_bytes(unsigned fragments, unsigned cap, unsigned words, unsigned warps);
+cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, unsigned warps,
+                                       unsigned shared_bytes, int& blocks);
 
 cudaError_t launch_hamming_topk(const HammingLaunch& launch, cudaStream_t stream);
 

@@ -1,15 +1,33 @@
-// hamming_topk's level 0 on CUDA: one block scans a span of database rows for a tile of queries
-// and keeps, per query, the span's min(k, rows) nearest (distance, index) pairs, without ever
-// storing the distance matrix. Distances come from the binary tensor cores (mma ... .b1 ...
-// .and.popc, sm_80 and later: popc(a) + popc(b) - 2 popc(a AND b)) or from XOR + popcount.
+// hamming_topk's level 0 on CUDA: warps that scan on their own. A warp scans a span of database
+// rows for a tile of 8 * Fragments queries and keeps, per query, the span's min(k, rows) nearest
+// (distance, index) pairs, without ever storing the distance matrix. A block's warps take
+// different query tiles over the same span (a row one of them fetched is in L1 for the others)
+// or, when there are few tiles, neighbouring spans of one tile; nothing in the scan waits for
+// another warp (no block barrier: the design before this one spent most of its time at two per
+// round of rows).
 //
-// Selection: a running threshold per query. Keys are distance << 19 | (row - span begin), so
-// key order is exactly the (distance, index) order. A key below the query's threshold goes into
-// the query's buffer in shared memory; between rounds of kRoundRows rows, a warp compacts any
-// buffer that the next round could overflow to its k smallest keys (the k-th found by a bitwise
-// search over the key values) and lowers the threshold to the k-th key. Rows arrive in rounds of
-// increasing index, so after a few rounds almost nothing passes the threshold: the scan costs a
-// compare per distance. At the span's end the kept keys are sorted (bitonic) and written.
+// Distances, on the binary tensor cores (sm_80 and later): per 16-row x 8-query tile, two
+// products, popc(row AND NOT query) + popc(NOT row AND query) = popc(row XOR query), accumulated
+// onto minus the query's limit. A distance below its query's limit comes out negative, so the hot
+// loop tests a step's 32 x 8 * Fragments distances with a few three-input ORs and one vote, and
+// needs no query popcounts. Older GPUs (or FERRY_CUDA_HIDE_FEATURES=b1mma): XOR and popcount,
+// a row per lane, with the same selection.
+//
+// Selection: keys are distance << 19 | (row - span begin), so key order is exactly the
+// (distance, index) order. The warp walks its span in steps of 32 rows, in row order; a row
+// enters its query's buffer (shared memory, `cap` keys) when its distance is below the distance
+// of the query's threshold key, which ranks it before that key (a later row at that distance has
+// a larger index). When a step could overflow a buffer, the warp cuts it to its k smallest keys
+// (radix select of the k-th) and the k-th becomes the threshold. At the span's end the kept keys
+// are sorted (bitonic) and written as the span's run.
+//
+// Bounds: a warp's own threshold is only as good as the rows it has seen, so until it nears the
+// k-th of its whole span, some of its 32 x 8 * Fragments pairs pass nearly every step. So the
+// thresholds start from a bound per query (hamming_topk_kernel.cpp): this kernel first runs over
+// a sample of the database (p.sample: the smallest distance per query of each span, a group of
+// rows), hamming_bound_kernel takes the k-th smallest of those minima, and no row beyond it can
+// be among the k nearest. Rows turned away leave a span's run short: its empty slots are padding,
+// which the merges count out.
 #pragma once
 
 #include <cstdint>
@@ -21,33 +39,31 @@ namespace ferry::cuda::scan {
 constexpr unsigned kFull = 0xFFFFFFFFu;
 constexpr unsigned kNoKey = 0xFFFFFFFFu;
 constexpr unsigned kNone = 0xFFFFFFFFu;
-constexpr unsigned kWarps = kHammingBlock / 32;
-constexpr unsigned kTileRows = 16;  // an mma's M: rows per warp per round
-constexpr unsigned kRoundRows = kWarps * kTileRows;
-static_assert(kRoundRows == kHammingScanRoundRows);
+constexpr unsigned kStepRows = kHammingScanStepRows;  // two mma tiles of 16 rows
 constexpr unsigned kLocalMask = (1u << kHammingScanLocalBits) - 1u;
+// The limit of a query with no threshold yet: above every distance (codes have <= 4096 bits).
+constexpr int kNoLimit = 1 << 20;
 
-__device__ __forceinline__ unsigned warp_sum(unsigned value) {
-  for (unsigned offset = 16; offset > 0; offset >>= 1) value += __shfl_xor_sync(kFull, value, offset);
-  return value;
+// Shared memory of one warp, in 32-bit words: thresholds and counts of its queries, a 256-word
+// histogram (keep_smallest), the queries' key buffers (cap each), the query codes (the tensor-core
+// path: each lane's B fragments, 4 words per step and fragment; the popcount path: plain rows,
+// which take fewer words).
+__host__ __device__ constexpr unsigned warp_shared_words(unsigned fragments, unsigned cap,
+                                                         unsigned words) {
+  return 2 * 8 * fragments + 256 + 8 * fragments * cap + ((words + 7) / 8) * fragments * 32 * 4;
 }
 
-__device__ __forceinline__ unsigned warp_max(unsigned value) {
-  for (unsigned offset = 16; offset > 0; offset >>= 1)
-    value = max(value, __shfl_xor_sync(kFull, value, offset));
-  return value;
-}
-
-// c += popc(A AND B) over a 16 x 8 tile of 256-bit rows (A: database rows, B: queries).
-__device__ __forceinline__ void mma_and_popc(unsigned (&c)[4], unsigned a0, unsigned a1,
-                                             unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+// d = c + popc(A AND B) over a 16 x 8 tile of 256-bit rows (A: database rows, B: queries).
+__device__ __forceinline__ void mma_and_popc(int (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                             unsigned b1, const int (&c)[4]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm("mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc {%0,%1,%2,%3}, "
-      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      "{%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c[0]), "r"(c[1]),
+        "r"(c[2]), "r"(c[3]));
 #else
-  (void)c, (void)a0, (void)a1, (void)a2, (void)a3, (void)b0, (void)b1;
+  (void)d, (void)a, (void)b0, (void)b1, (void)c;
   __trap();  // never launched: the host picks this path only for sm_80 and later machine code
 #endif
 }
@@ -134,247 +150,385 @@ __device__ void sort_keys(unsigned* keys, unsigned n, unsigned lane) {
   }
 }
 
-// The first 256 bits (one mma step) of a thread's two rows of a warp's 16, rows g and g + 8:
-// a0, a1 words tg of them, a2, a3 words tg + 4 (zero past the code or past the span).
-struct RowFragment {
-  unsigned a[4];
+// One warp's buffers and their upkeep.
+struct WarpBuffers {
+  unsigned* threshold;  // per query: the threshold key (kNoKey: none yet; 0: not a query)
+  unsigned* count;
+  unsigned* histogram;
+  unsigned* keys;       // query j's buffer: keys[j * cap, j * cap + cap)
+  unsigned cap;
+  unsigned k;
+
+  // Adds a key; true when the buffer is now so full that the next step could overflow it.
+  __device__ bool insert(unsigned j, unsigned distance, unsigned local) const {
+    const unsigned at = atomicAdd(&count[j], 1u);
+    keys[j * cap + at] = (distance << kHammingScanLocalBits) | local;
+    return at + 1u > cap - kStepRows;
+  }
+  // After a step's insertions, when one said so: cuts every buffer the next step could overflow
+  // to its k smallest keys, whose k-th becomes the query's threshold. Whole warp.
+  __device__ void cut_full(unsigned queries, unsigned lane) const {
+    __syncwarp();
+    unsigned full = __ballot_sync(kFull, lane < queries && count[lane] > cap - kStepRows);
+    while (full != 0) {
+      const unsigned j = __ffs(static_cast<int>(full)) - 1;
+      full &= full - 1;
+      const unsigned kth = keep_smallest(keys + j * cap, count + j, k, lane, histogram);
+      if (lane == 0) threshold[j] = kth;
+    }
+    __syncwarp();
+  }
+  // The distance a row must stay below to enter query j's buffer.
+  __device__ int limit(unsigned j) const {
+    const unsigned key = threshold[j];
+    return key == kNoKey ? kNoLimit : static_cast<int>(key >> kHammingScanLocalBits);
+  }
 };
 
-// Shared memory: thresholds, counts and popcounts of the tile's queries, a 256-word histogram
-// per warp (keep_smallest), the queries' key buffers (cap each), the query codes (mma: B
-// fragments, uint2 per lane; else plain rows), then a word saying when a compaction last ran.
-// Four blocks an SM (64 registers): left free, the compiler took 128 for the tensor-core path, two
-// blocks an SM, and 1000 x 1M x 256-bit k = 10 took 1.59 ms instead of 1.32 on an H100.
-template <unsigned Fragments, bool Mma>
-__global__ void __launch_bounds__(kHammingBlock, 4) hamming_scan_kernel(HammingLaunch p) {
-  static_assert(Fragments <= 4, "tiles of at most 32 queries");
-  constexpr unsigned kQueries = 8 * Fragments;
-  extern __shared__ unsigned shared[];
-  unsigned* threshold = shared;
-  unsigned* count = shared + kQueries;
-  unsigned* query_popc = shared + 2 * kQueries;
-  unsigned* histograms = shared + 3 * kQueries;
-  unsigned* keys = histograms + kWarps * 256;
-  unsigned* codes = keys + kQueries * p.cap;
-  // The last round (+ 1) of the span in which a warp compacted a buffer (and moved a threshold).
-  unsigned* compacted_round = codes + kQueries * ((p.words + 7u) / 8u * 8u);
+// A warp's 32 rows of a step for the tensor-core path, one 256-bit chunk: a[t] is tile t's A
+// fragment (rows 16t + g and 16t + g + 8). The product sums over all 256 bits, so the order of
+// the 32-bit words along them is free as long as A and B agree: lane tg takes words 2tg and
+// 2tg + 1 of each row (a[t][0], a[t][2]: row 16t + g; a[t][1], a[t][3]: row 16t + g + 8), and the
+// queries' fragments the same words.
+struct StepRows {
+  unsigned a[2][4];
+};
 
-  const unsigned t = threadIdx.x, lane = t & 31u, warp = t >> 5, g = lane >> 2, tg = lane & 3u;
-  const unsigned words = p.words, steps = (words + 7u) / 8u;
-  const unsigned tile = blockIdx.y * kQueries;  // within the slice
-  const unsigned queries = min(kQueries, p.query_count - tile);
-  const std::uint32_t* tile_codes = p.queries + std::uint64_t{p.query_begin + tile} * words;
-
-  if (Mma) {
-    // Fragment (s, f, lane l): b0 = word 8s + l % 4 of query 8f + l / 4, b1 = word 8s + 4 + l % 4.
-    for (unsigned i = t; i < steps * Fragments * 32u; i += kHammingBlock) {
-      const unsigned l = i & 31u, f = (i >> 5) % Fragments, s = (i >> 5) / Fragments;
-      const unsigned j = 8u * f + (l >> 2), w0 = 8u * s + (l & 3u), w1 = w0 + 4u;
-      const std::uint32_t* code = tile_codes + std::uint64_t{j} * words;
-      codes[2 * i] = j < queries && w0 < words ? code[w0] : 0u;
-      codes[2 * i + 1] = j < queries && w1 < words ? code[w1] : 0u;
-    }
-  } else {
-    for (unsigned i = t; i < kQueries * words; i += kHammingBlock)
-      codes[i] = i / words < queries ? tile_codes[i] : 0u;
-  }
-  for (unsigned j = warp; j < kQueries; j += kWarps) {
-    unsigned bits = 0;
-    if (j < queries) {
-      for (unsigned w = lane; w < words; w += 32) bits += __popc(tile_codes[std::uint64_t{j} * words + w]);
-    }
-    bits = warp_sum(bits);
-    if (lane == 0) query_popc[j] = bits;
-  }
-  __syncthreads();
-  int popc_q[Fragments][2];
+// The step's products for every tile and fragment: d = (First ? c : d) + popc(a AND NOT q) +
+// popc(NOT a AND q); b[f]: the lane's B fragments of this 256-bit chunk (q, then NOT q).
+template <unsigned Fragments, bool First>
+__device__ __forceinline__ void step_products(const StepRows& r, const uint4 (&b)[Fragments],
+                                              const int (&c)[Fragments][4],
+                                              int (&d)[2][Fragments][4]) {
 #pragma unroll
   for (unsigned f = 0; f < Fragments; ++f) {
-    popc_q[f][0] = static_cast<int>(query_popc[8 * f + 2 * tg]);
-    popc_q[f][1] = static_cast<int>(query_popc[8 * f + 2 * tg + 1]);
-  }
-  // A row past the span: a "popcount" that puts it beyond every limit.
-  constexpr int kAbsent = 1 << 20;
-
-  for (unsigned span = blockIdx.x; span < p.groups; span += gridDim.x) {
-    const unsigned span_begin = span * p.group_items;
-    const unsigned span_rows = min(p.group_items, p.items - span_begin);
-    // Queries past the tile's end never take a key (threshold 0).
-    for (unsigned j = t; j < kQueries; j += kHammingBlock) {
-      count[j] = 0;
-      threshold[j] = j < queries ? kNoKey : 0u;
+#pragma unroll
+    for (unsigned t = 0; t < 2; ++t) {
+      const unsigned na[4] = {~r.a[t][0], ~r.a[t][1], ~r.a[t][2], ~r.a[t][3]};
+      int e[4];
+      if constexpr (First) {
+        mma_and_popc(e, r.a[t], b[f].z, b[f].w, c[f]);
+      } else {
+        mma_and_popc(e, r.a[t], b[f].z, b[f].w, d[t][f]);
+      }
+      mma_and_popc(d[t][f], na, b[f].x, b[f].y, e);
     }
-    if (t == 0) *compacted_round = 0;
-    __syncthreads();
-    const std::uint32_t* span_codes = p.database + std::uint64_t{span_begin} * words;
-    const unsigned rounds = (span_rows + kRoundRows - 1) / kRoundRows;
-    // The rows' first mma step is loaded a round ahead, so that its latency overlaps the round
-    // before (measured on an H100, 1000 x 1M x 256-bit: k = 100 3.07 -> 2.56 ms).
-    RowFragment next{};
-    // The thread's word tg of its row a in the coming round: a cursor, advanced a round at a time
-    // (the addressing stays a few instructions in the loop).
-    const bool word_lo = tg < words, word_hi = tg + 4u < words;
-    const unsigned row_b = 8u * words;  // row b's offset from row a
-    const std::uint32_t* cursor = span_codes + (warp * kTileRows + g) * words + tg;
-    const auto load_first_step = [&](unsigned la) {
-      const bool va = la < span_rows, vb = la + 8u < span_rows;
-      RowFragment r;
-      r.a[0] = va && word_lo ? __ldg(cursor) : 0u;
-      r.a[1] = vb && word_lo ? __ldg(cursor + row_b) : 0u;
-      r.a[2] = va && word_hi ? __ldg(cursor + 4) : 0u;
-      r.a[3] = vb && word_hi ? __ldg(cursor + row_b + 4) : 0u;
-      return r;
-    };
-    if (Mma) next = load_first_step(warp * kTileRows + g);
-    // A row of a round enters a query's buffer when its distance is below the distance of the
-    // query's threshold key: every row of a later round has a larger index than the keys kept,
-    // so a row at that distance would rank after the threshold key. With d = popc(q) + x, x =
-    // popc(row) - 2 popc(q AND row): x < limit = threshold distance - popc(q). No threshold yet:
-    // 8191 (past any distance); a query past the tile: 0 (nothing passes). Held in registers,
-    // read again only after a round that compacted.
-    int limit[Fragments][2];
+  }
+}
+
+// A copy the compiler cannot merge with its source: the accumulator quads hold each limit
+// twice (rows g and g + 8), and a quad of distinct registers can feed the products in place
+// every step instead of being rebuilt from two.
+__device__ __forceinline__ int distinct_copy(int value) {
+  int copy;
+  asm volatile("mov.b32 %0, %1;" : "=r"(copy) : "r"(value));
+  return copy;
+}
+
+template <unsigned Fragments, bool Mma>
+__global__ void __launch_bounds__(kHammingScanWarps * 32) hamming_scan_kernel(HammingLaunch p) {
+  static_assert(Fragments == 1 || Fragments == 2 || Fragments == 4, "tiles of 8, 16 or 32 queries");
+  constexpr unsigned kQueries = 8 * Fragments;
+  extern __shared__ unsigned shared[];
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  const unsigned g = lane >> 2, tg = lane & 3u;
+  const unsigned words = p.words, steps = (words + 7u) / 8u;
+
+  // This warp's tile and span; a warp with neither returns (no barrier waits for it).
+  const unsigned tiles_per_block = p.tiles_per_block;
+  const unsigned tile = blockIdx.y * tiles_per_block + warp % tiles_per_block;
+  const unsigned span = blockIdx.x * (blockDim.x / 32u / tiles_per_block) + warp / tiles_per_block;
+  const unsigned tile_begin = tile * kQueries;
+  if (tile_begin >= p.query_count || span >= p.groups) return;
+  const unsigned queries = min(kQueries, p.query_count - tile_begin);
+
+  unsigned* mine = shared + warp * warp_shared_words(Fragments, p.cap, words);
+  const WarpBuffers buffers{mine, mine + kQueries, mine + 2 * kQueries, mine + 2 * kQueries + 256,
+                            p.cap, p.k};
+  unsigned* codes = buffers.keys + kQueries * p.cap;
+  const std::uint32_t* tile_codes = p.queries + std::uint64_t{p.query_begin + tile_begin} * words;
+  // The thresholds start at the query's bound where the bound passes left one: a key of
+  // distance bound + 1, so that rows up to the bound pass (a row past it has k rows nearer).
+  for (unsigned j = lane; j < kQueries; j += 32) {
+    buffers.count[j] = 0;
+    unsigned start = 0u;  // past the tile: nothing passes
+    if (j < queries) {
+      const unsigned bound = p.bounds != nullptr && !p.sample
+                                 ? p.bounds[std::uint64_t{tile_begin + j} * p.sample_stride]
+                                 : kNone;
+      start = bound == kNone ? kNoKey : (bound + 1u) << kHammingScanLocalBits;
+    }
+    buffers.threshold[j] = start;
+  }
+  if (Mma) {
+    // Each lane's own B fragments (only it reads them): step s, fragment f: query 8f + g, words
+    // 8s + 2tg, + 1, and their complements.
+    for (unsigned s = 0; s < steps; ++s) {
+#pragma unroll
+      for (unsigned f = 0; f < Fragments; ++f) {
+        const unsigned j = 8u * f + g, w = 8u * s + 2u * tg;
+        const bool present = j < queries && w < words;
+        const std::uint32_t* code = tile_codes + std::uint64_t{j} * words + w;
+        const unsigned q0 = present ? code[0] : 0u, q1 = present ? code[1] : 0u;
+        reinterpret_cast<uint4*>(codes)[(s * Fragments + f) * 32u + lane] = make_uint4(q0, q1, ~q0, ~q1);
+      }
+    }
+  } else {
+    for (unsigned i = lane; i < kQueries * words; i += 32)
+      codes[i] = i / words < queries ? tile_codes[i] : 0u;
+  }
+  __syncwarp();
+
+  const unsigned span_begin = span * p.group_items;
+  const unsigned span_rows = min(p.group_items, p.items - span_begin);
+  const std::uint32_t* span_codes = p.database + std::uint64_t{span_begin} * words;
+  const unsigned full_steps = span_rows / kStepRows;
+  const unsigned all_steps = (span_rows + kStepRows - 1u) / kStepRows;
+
+  if (Mma) {
+    // Minus each query's limit, as the products' accumulator: c[f] = {-limit(8f + 2tg),
+    // -limit(8f + 2tg + 1)} for rows g and g + 8.
+    int c[Fragments][4];
     const auto load_limits = [&] {
 #pragma unroll
       for (unsigned f = 0; f < Fragments; ++f) {
-        limit[f][0] = static_cast<int>(threshold[8 * f + 2 * tg] >> kHammingScanLocalBits) - popc_q[f][0];
-        limit[f][1] = static_cast<int>(threshold[8 * f + 2 * tg + 1] >> kHammingScanLocalBits) - popc_q[f][1];
+        c[f][0] = p.sample ? 0 : -buffers.limit(8u * f + 2u * tg);
+        c[f][1] = p.sample ? 0 : -buffers.limit(8u * f + 2u * tg + 1u);
+        c[f][2] = distinct_copy(c[f][0]);
+        c[f][3] = distinct_copy(c[f][1]);
       }
     };
     load_limits();
-    for (unsigned round = 0; round < rounds; ++round) {
-      // This thread's rows: la (mma rows g) and lb (g + 8) of the warp's tile.
-      const unsigned la = round * kRoundRows + warp * kTileRows + g, lb = la + 8u;
-      const bool va = la < span_rows, vb = lb < span_rows;
-      const std::uint32_t* ra = span_codes + la * words;
-      const std::uint32_t* rb = span_codes + lb * words;
-      // x[f][e]: e = 0, 1: row la, queries 8f + 2tg, + 1; e = 2, 3: row lb, the same queries.
-      int x[Fragments][4];
-      if (Mma) {
-        const RowFragment first = next;
-        if (round + 1 < rounds) {
-          cursor += kRoundRows * words;
-          next = load_first_step(la + kRoundRows);
-        }
-        const uint2* fragments = reinterpret_cast<const uint2*>(codes) + lane;
-        unsigned acc[Fragments][4];
+    // The step's rows from `at` (this lane's first word of the step's row g): words 2tg and
+    // 2tg + 1 of chunk s of rows g, g + 8, g + 16, g + 24; zero past the code (words is even: both
+    // or neither) or past the span (`checked`: the last, partial step).
+    const unsigned row8 = 8u * words;
+    const auto load_step = [&](const std::uint32_t* at, unsigned first, unsigned s, bool checked) {
+      StepRows r;
+      const bool word = s + 1u < steps || 8u * s + 2u * tg < words;
 #pragma unroll
-        for (unsigned f = 0; f < Fragments; ++f) {
-          acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0u;
-          const uint2 b = fragments[f * 32u];
-          mma_and_popc(acc[f], first.a[0], first.a[1], first.a[2], first.a[3], b.x, b.y);
-        }
-        unsigned popc_a = __popc(first.a[0]) + __popc(first.a[2]);
-        unsigned popc_b = __popc(first.a[1]) + __popc(first.a[3]);
-        for (unsigned s = 1; s < steps; ++s) {
-          const unsigned w0 = 8u * s + tg, w1 = w0 + 4u;
-          const unsigned a0 = va && w0 < words ? __ldg(ra + w0) : 0u;
-          const unsigned a1 = vb && w0 < words ? __ldg(rb + w0) : 0u;
-          const unsigned a2 = va && w1 < words ? __ldg(ra + w1) : 0u;
-          const unsigned a3 = vb && w1 < words ? __ldg(rb + w1) : 0u;
-          popc_a += __popc(a0) + __popc(a2);
-          popc_b += __popc(a1) + __popc(a3);
+      for (unsigned t = 0; t < 2; ++t) {
 #pragma unroll
-          for (unsigned f = 0; f < Fragments; ++f) {
-            const uint2 b = fragments[(s * Fragments + f) * 32u];
-            mma_and_popc(acc[f], a0, a1, a2, a3, b.x, b.y);
-          }
-        }
-        popc_a += __shfl_xor_sync(kFull, popc_a, 1);
-        popc_a += __shfl_xor_sync(kFull, popc_a, 2);
-        popc_b += __shfl_xor_sync(kFull, popc_b, 1);
-        popc_b += __shfl_xor_sync(kFull, popc_b, 2);
-        const int pa = va ? static_cast<int>(popc_a) : kAbsent;
-        const int pb = vb ? static_cast<int>(popc_b) : kAbsent;
-#pragma unroll
-        for (unsigned f = 0; f < Fragments; ++f) {
-          x[f][0] = pa - 2 * static_cast<int>(acc[f][0]);
-          x[f][1] = pa - 2 * static_cast<int>(acc[f][1]);
-          x[f][2] = pb - 2 * static_cast<int>(acc[f][2]);
-          x[f][3] = pb - 2 * static_cast<int>(acc[f][3]);
-        }
-      } else {
-        unsigned d[Fragments][4];
-#pragma unroll
-        for (unsigned f = 0; f < Fragments; ++f) d[f][0] = d[f][1] = d[f][2] = d[f][3] = 0u;
-        for (unsigned w = 0; w < words; ++w) {
-          const unsigned xa = va ? __ldg(ra + w) : 0u, xb = vb ? __ldg(rb + w) : 0u;
-#pragma unroll
-          for (unsigned f = 0; f < Fragments; ++f) {
-            const unsigned qa = codes[(8u * f + 2u * tg) * words + w];
-            const unsigned qb = codes[(8u * f + 2u * tg + 1u) * words + w];
-            d[f][0] += __popc(xa ^ qa);
-            d[f][1] += __popc(xa ^ qb);
-            d[f][2] += __popc(xb ^ qa);
-            d[f][3] += __popc(xb ^ qb);
-          }
-        }
-#pragma unroll
-        for (unsigned f = 0; f < Fragments; ++f) {
-#pragma unroll
-          for (unsigned e = 0; e < 4; ++e)
-            x[f][e] = ((e < 2 ? va : vb) ? static_cast<int>(d[f][e]) : kAbsent) - popc_q[f][e & 1u];
+        for (unsigned h = 0; h < 2; ++h) {
+          const bool present = word && (!checked || first + 16u * t + 8u * h + g < span_rows);
+          const std::uint32_t* x = at + (2u * t + h) * row8 + 8u * s;
+          r.a[t][h] = present ? __ldg(x) : 0u;
+          r.a[t][h + 2] = present ? __ldg(x + 1) : 0u;
         }
       }
-      // Keys below their query's limit go to its buffer: rare once the thresholds settle, so
-      // the common test is one compare per distance, or-ed into one flag (ISETP's predicate
-      // combine), and the keys are made only when a lane of the warp has one.
-      bool any = false;
+      return r;
+    };
+    const std::uint32_t* lane_rows = span_codes + g * words + 2u * tg;
+    const std::uint64_t step_words = std::uint64_t{kStepRows} * words;
+    // d[t][f][e]: tile t, fragment f; e = 0, 1: row 16t + g, queries 8f + 2tg, + 1; e = 2, 3:
+    // row 16t + g + 8, the same queries. Distance minus limit.
+    const uint4* fragments = reinterpret_cast<const uint4*>(codes) + lane;
+    // A step's distances: one vote for the warp (a lane's distances or-ed, a tile-fragment's
+    // four first); only the lanes holding a distance below its limit insert, each its own, and
+    // the warp cuts and reloads limits only when an insertion filled a buffer.
+    const auto take = [&](const int (&d)[2][Fragments][4], unsigned first) {
+      int group[2][Fragments];
+      int negative = 0;
 #pragma unroll
-      for (unsigned f = 0; f < Fragments; ++f) {
-#pragma unroll
-        for (unsigned e = 0; e < 4; ++e) any = any || x[f][e] < limit[f][e & 1u];
-      }
-      if (__any_sync(kFull, any)) {
+      for (unsigned t = 0; t < 2; ++t) {
 #pragma unroll
         for (unsigned f = 0; f < Fragments; ++f) {
+          group[t][f] = d[t][f][0] | d[t][f][1] | d[t][f][2] | d[t][f][3];
+          negative |= group[t][f];
+        }
+      }
+      if (!__any_sync(kFull, negative < 0)) return;
+      bool full = false;
+      if (negative < 0) {
 #pragma unroll
-          for (unsigned e = 0; e < 4; ++e) {
-            if (x[f][e] < limit[f][e & 1u]) {
-              const unsigned j = 8u * f + 2u * tg + (e & 1u);
-              const unsigned distance = static_cast<unsigned>(x[f][e] + popc_q[f][e & 1u]);
-              keys[j * p.cap + atomicAdd(&count[j], 1u)] =
-                  (distance << kHammingScanLocalBits) | (e < 2 ? la : lb);
+        for (unsigned t = 0; t < 2; ++t) {
+#pragma unroll
+          for (unsigned f = 0; f < Fragments; ++f) {
+            if (group[t][f] >= 0) continue;
+#pragma unroll
+            for (unsigned e = 0; e < 4; ++e) {
+              const unsigned row = first + 16u * t + g + (e >= 2 ? 8u : 0u);
+              if (d[t][f][e] < 0 && row < span_rows) {
+                full |= buffers.insert(8u * f + 2u * tg + (e & 1u),
+                                       static_cast<unsigned>(d[t][f][e] - c[f][e]), row);
+              }
             }
           }
         }
       }
-      __syncthreads();
-      // A round adds at most kRoundRows keys per query: compact the buffers it could overflow.
-      for (unsigned j = warp; j < queries; j += kWarps) {
-        if (count[j] > p.cap - kRoundRows) {
-          const unsigned kth = keep_smallest(keys + j * p.cap, count + j, p.k, lane, histograms + warp * 256);
-          if (lane == 0) {
-            threshold[j] = kth;
-            atomicExch(compacted_round, round + 1);  // several warps may: the same value
+      if (__any_sync(kFull, full)) {
+        buffers.cut_full(queries, lane);
+        load_limits();
+      }
+    };
+    // The bound passes' first (p.sample): per query, the smallest distance of the span's rows
+    // (a span of the sample: one group), kept per lane while the span runs (rows past the span
+    // count as none), then taken over the lanes and written to p.minima.
+    int minima[Fragments][2];
+#pragma unroll
+    for (unsigned f = 0; f < Fragments; ++f) minima[f][0] = minima[f][1] = 0x7FFFFFFF;
+    const auto take_minima = [&](const int (&d)[2][Fragments][4], unsigned step, bool checked) {
+#pragma unroll
+      for (unsigned t = 0; t < 2; ++t) {
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e) {
+          const bool present = !checked || step * kStepRows + 16u * t + g + (e >= 2 ? 8u : 0u) < span_rows;
+#pragma unroll
+          for (unsigned f = 0; f < Fragments; ++f) {
+            if (present) minima[f][e & 1u] = min(minima[f][e & 1u], d[t][f][e]);
           }
         }
       }
-      __syncthreads();
-      if (*compacted_round == round + 1) load_limits();  // the same for the whole block
-    }
-    // The span's result per query: its min(k, rows) smallest keys, sorted.
-    const unsigned keep = min(p.k, span_rows);
-    for (unsigned j = warp; j < queries; j += kWarps) {
-      unsigned* buffer = keys + j * p.cap;
-      if (count[j] > keep) keep_smallest(buffer, count + j, keep, lane, histograms + warp * 256);
-      sort_keys(buffer, keep, lane);
-      const unsigned q = tile + j;
-      if (p.final) {
-        for (unsigned i = lane; i < p.k; i += 32) {
-          const std::uint64_t at = std::uint64_t{p.query_begin + q} * p.k + i;
-          p.distances[at] = i < keep ? buffer[i] >> kHammingScanLocalBits : kNone;
-          p.indices[at] = i < keep ? span_begin + (buffer[i] & kLocalMask) : kNone;
+    };
+    const auto write_minima = [&] {
+#pragma unroll
+      for (unsigned f = 0; f < Fragments; ++f) {
+#pragma unroll
+        for (unsigned i = 0; i < 2; ++i) {
+          int m = minima[f][i];
+          m = min(m, __shfl_xor_sync(kFull, m, 4));
+          m = min(m, __shfl_xor_sync(kFull, m, 8));
+          m = min(m, __shfl_xor_sync(kFull, m, 16));
+          const unsigned j = 8u * f + 2u * tg + i;
+          if (g == 0 && j < queries)
+            p.minima[std::uint64_t{tile_begin + j} * p.sample_stride + span] = static_cast<unsigned>(m);
         }
+      }
+    };
+    const auto fragments_of = [&](unsigned s, uint4 (&b)[Fragments]) {
+#pragma unroll
+      for (unsigned f = 0; f < Fragments; ++f) b[f] = fragments[(s * Fragments + f) * 32u];
+    };
+    if (steps == 1) {
+      // 256 bits or fewer: the B fragments stay in registers; the lane's four rows have a
+      // pointer each, moved a step at a time; each step's rows are loaded a step ahead (two
+      // sets of registers, used in turn), so that their latency overlaps the step before.
+      uint4 b[Fragments];
+      fragments_of(0, b);
+      const std::uint32_t* rows[4] = {lane_rows, lane_rows + row8, lane_rows + 2 * row8,
+                                      lane_rows + 3 * row8};
+      const auto load_next = [&](unsigned first) {
+        StepRows r;
+        const bool word = 2u * tg < words;
+#pragma unroll
+        for (unsigned t = 0; t < 2; ++t) {
+#pragma unroll
+          for (unsigned h = 0; h < 2; ++h) {
+            const bool present = word && first + 16u * t + 8u * h + g < span_rows;
+            const std::uint32_t* x = rows[2 * t + h];
+            r.a[t][h] = present ? __ldg(x) : 0u;
+            r.a[t][h + 2] = present ? __ldg(x + 1) : 0u;
+            rows[2 * t + h] = x + step_words;
+          }
+        }
+        return r;
+      };
+      const auto run = [&](auto take_step) {
+        StepRows x = load_next(0), y;
+        for (unsigned step = 0; step < all_steps; step += 2) {
+          const unsigned first = step * kStepRows;
+          if (step + 1u < all_steps) y = load_next(first + kStepRows);
+          int d[2][Fragments][4];
+          step_products<Fragments, true>(x, b, c, d);
+          take_step(d, step);
+          if (step + 1u >= all_steps) break;
+          if (step + 2u < all_steps) x = load_next(first + 2 * kStepRows);
+          step_products<Fragments, true>(y, b, c, d);
+          take_step(d, step + 1u);
+        }
+      };
+      if (p.sample) {
+        run([&](const int (&d)[2][Fragments][4], unsigned step) {
+          take_minima(d, step, step >= full_steps);
+        });
       } else {
-        const std::uint64_t run = std::uint64_t{p.out_base} + std::uint64_t{q} * p.out_stride +
-                                  std::uint64_t{span} * min(p.k, p.group_items);
-        for (unsigned i = lane; i < keep; i += 32) {
-          p.scratch[2 * (run + i)] = buffer[i] >> kHammingScanLocalBits;
-          p.scratch[2 * (run + i) + 1] = span_begin + (buffer[i] & kLocalMask);
+        run([&](const int (&d)[2][Fragments][4], unsigned step) { take(d, step * kStepRows); });
+      }
+    } else {
+      const std::uint32_t* at = lane_rows;
+      for (unsigned step = 0; step < all_steps; ++step, at += step_words) {
+        const unsigned first = step * kStepRows;
+        const bool checked = step >= full_steps;
+        int d[2][Fragments][4];
+        uint4 b[Fragments];
+        fragments_of(0, b);
+        step_products<Fragments, true>(load_step(at, first, 0, checked), b, c, d);
+        for (unsigned s = 1; s < steps; ++s) {
+          fragments_of(s, b);
+          step_products<Fragments, false>(load_step(at, first, s, checked), b, c, d);
+        }
+        if (p.sample) {
+          take_minima(d, step, checked);
+        } else {
+          take(d, first);
         }
       }
     }
-    __syncthreads();  // the buffers are reset for the next span
+    if (p.sample) {
+      write_minima();
+      return;
+    }
+  } else {
+    // The popcount path: lane l takes row l of each step, against every query of the tile.
+    int limits[kQueries];
+    const auto load_limits = [&] {
+#pragma unroll
+      for (unsigned j = 0; j < kQueries; ++j) limits[j] = buffers.limit(j);
+    };
+    load_limits();
+    for (unsigned step = 0; step < all_steps; ++step) {
+      const unsigned row = step * kStepRows + lane;
+      const bool present = row < span_rows;
+      const std::uint32_t* at = span_codes + std::uint64_t{row} * words;
+      unsigned distance[kQueries] = {};
+      for (unsigned w = 0; w < words; ++w) {
+        const unsigned x = present ? __ldg(at + w) : 0u;
+#pragma unroll
+        for (unsigned j = 0; j < kQueries; ++j) distance[j] += __popc(x ^ codes[j * words + w]);
+      }
+      bool any = false;
+#pragma unroll
+      for (unsigned j = 0; j < kQueries; ++j) any = any || static_cast<int>(distance[j]) < limits[j];
+      if (!__any_sync(kFull, any && present)) continue;
+      bool full = false;
+      if (any && present) {
+#pragma unroll
+        for (unsigned j = 0; j < kQueries; ++j) {
+          if (static_cast<int>(distance[j]) < limits[j]) full |= buffers.insert(j, distance[j], row);
+        }
+      }
+      if (__any_sync(kFull, full)) {
+        buffers.cut_full(queries, lane);
+        load_limits();
+      }
+    }
+  }
+
+  // The span's run per query: its min(k, rows) smallest keys, sorted; slots the bound left
+  // empty (it turned away rows that k rows elsewhere beat) are padding. Without a bound every
+  // row passed until the buffer held k keys, so it holds at least min(k, rows).
+  const unsigned keep = min(p.k, span_rows);
+  for (unsigned j = 0; j < queries; ++j) {
+    unsigned* buffer = buffers.keys + j * p.cap;
+    if (buffers.count[j] > keep) keep_smallest(buffer, buffers.count + j, keep, lane, buffers.histogram);
+    const unsigned kept = buffers.count[j];
+    sort_keys(buffer, kept, lane);
+    const unsigned q = tile_begin + j;
+    if (p.final) {
+      for (unsigned i = lane; i < p.k; i += 32) {
+        const std::uint64_t at = std::uint64_t{p.query_begin + q} * p.k + i;
+        p.distances[at] = i < kept ? buffer[i] >> kHammingScanLocalBits : kNone;
+        p.indices[at] = i < kept ? span_begin + (buffer[i] & kLocalMask) : kNone;
+      }
+    } else {
+      const std::uint64_t run = std::uint64_t{p.out_base} + std::uint64_t{q} * p.out_stride +
+                                std::uint64_t{span} * min(p.k, p.group_items);
+      for (unsigned i = lane; i < keep; i += 32) {
+        p.scratch[2 * (run + i)] = i < kept ? buffer[i] >> kHammingScanLocalBits : kNone;
+        p.scratch[2 * (run + i) + 1] = i < kept ? span_begin + (buffer[i] & kLocalMask) : kNone;
+      }
+    }
+    __syncwarp();
   }
 }
 

@@ -107,7 +107,7 @@ std::uint32_t hamming_scan_cap(std::uint32_t k, std::uint32_t round_rows) {
 }
 
 Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const char* call,
-                                          std::uint32_t level0_rows) {
+                                          std::uint32_t level0_rows, std::uint32_t extra_words) {
   HammingTopkPlan plan;
   auto group_of = [&](std::size_t level) { return level == 0 ? level0_rows : kHammingMergeGroup; };
   auto groups_of = [](std::uint32_t items, std::uint32_t group) {
@@ -120,7 +120,8 @@ Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const cha
   // Two candidate arrays, used in turn: A holds level 0's output (the largest), B level 1's.
   const std::uint64_t stride_a = items.size() > 1 ? items[1] : 0;
   const std::uint64_t stride_b = items.size() > 2 ? items[2] : 0;
-  const std::uint64_t per_query = (stride_a + stride_b) * kHammingCandidateBytes;
+  const std::uint64_t per_query =
+      (stride_a + stride_b) * kHammingCandidateBytes + std::uint64_t{extra_words} * 4;
   // A slice's queries are a grid dimension (at most 65535 on every API).
   std::uint32_t slice = std::min<std::uint32_t>(args.queries, 65535);
   if (per_query > 0) {
@@ -144,6 +145,7 @@ Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const cha
     plan.scratch_bytes = slice * per_query;
   }
   const std::uint32_t b_base = static_cast<std::uint32_t>(slice * stride_a);
+  plan.extra_word_base = std::uint64_t{slice} * (stride_a + stride_b) * 2;
   for (std::uint32_t begin = 0; begin < args.queries; begin += slice) {
     const std::uint32_t count = std::min(slice, args.queries - begin);
     for (std::size_t level = 0; level < items.size(); ++level) {

@@ -80,7 +80,7 @@ inline constexpr std::uint32_t kHammingWorkgroupSize = 256;
 inline constexpr std::uint32_t kHammingChunkRows = 2048;
 inline constexpr std::uint32_t kHammingMergeGroup = 16384;   // merges: 64 per invocation
 inline constexpr std::uint32_t kHammingCandidateBytes = 8;   // distance, index (uint32 each)
-inline constexpr std::uint64_t kHammingScratchTarget = 4ull << 20;  // per command, when possible
+inline constexpr std::uint64_t kHammingScratchTarget = 8ull << 20;   // per command, when possible
 // Level 0's scan keys are distance << kHammingScanPositionBits | row position in the span (the
 // distance is at most 4096: 13 bits), so a span has at most 2^19 rows.
 inline constexpr std::uint32_t kHammingScanPositionBits = 19;
@@ -119,6 +119,9 @@ struct HammingPass {
 struct HammingTopkPlan {
   std::uint64_t scratch_bytes = 0;   // for one slice; 0 when one pass does it all
   std::vector<HammingPass> passes;   // in order; each reads what the one before wrote
+  // The backend's own words per query of a slice (plan_hamming_topk's extra_words), after the
+  // candidate arrays: from this 32-bit word of the scratch on.
+  std::uint64_t extra_word_base = 0;
 };
 
 // The entries a group of `count` items keeps, and those of `items` items in groups of `group`.
@@ -132,7 +135,10 @@ std::uint32_t hamming_level_items(std::uint32_t k, std::uint32_t items, std::uin
 // `level0_rows`: the database rows of one level-0 group (kHammingChunkRows: the plan the public
 // call reserves scratch for; the backends' scan kernels take spans, never fewer than
 // min(rows, kHammingChunkRows) rows, so their plans need no more scratch than this default one).
+// `extra_words`: 32-bit words of scratch per query that the backend wants for itself (the CUDA
+// scan's bounds), counted in the slices.
 Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const char* call,
-                                          std::uint32_t level0_rows = kHammingChunkRows);
+                                          std::uint32_t level0_rows = kHammingChunkRows,
+                                          std::uint32_t extra_words = 0);
 
 }  // namespace ferry::ops

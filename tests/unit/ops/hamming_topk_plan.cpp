@@ -9,6 +9,7 @@
 #include <bit>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -35,21 +36,42 @@ std::vector<Entry> keep_smallest(const std::vector<Entry>& group, std::uint32_t 
   return kept;
 }
 
+// `extra_words`: the backend's own words per query (the CUDA scan's bounds), which must lie in
+// the scratch after the candidates. `bounds` (per query, kNone: none): level 0 keeps only rows
+// within the query's bound and pads its runs, the merges count the padding out, as the CUDA
+// kernels do.
 void replay(const HammingTopkArgs& args, const std::vector<std::vector<std::uint32_t>>& dist,
-            std::uint32_t level0_rows = ferry::ops::kHammingChunkRows) {
+            std::uint32_t level0_rows = ferry::ops::kHammingChunkRows, std::uint32_t extra_words = 0,
+            const std::vector<std::uint32_t>* bounds = nullptr) {
   INFO("queries " << args.queries << ", rows " << args.rows << ", k " << args.k << ", budget "
-                  << args.scratch_budget << ", level-0 rows " << level0_rows);
+                  << args.scratch_budget << ", level-0 rows " << level0_rows << ", extra words "
+                  << extra_words << std::string(bounds != nullptr ? ", bounds" : ""));
   // The CUDA scan kernel plans its larger level-0 groups within the scratch the public call
   // reserved with the default plan: that must always be enough.
   const auto default_plan = ferry::ops::plan_hamming_topk(args, "test");
   REQUIRE(default_plan.ok());
   HammingTopkArgs planned = args;
-  if (level0_rows != ferry::ops::kHammingChunkRows) planned.scratch_budget = default_plan->scratch_bytes;
+  if (level0_rows != ferry::ops::kHammingChunkRows || extra_words > 0)
+    planned.scratch_budget = default_plan->scratch_bytes;
   const ferry::Result<ferry::ops::HammingTopkPlan> plan =
-      ferry::ops::plan_hamming_topk(planned, "test", level0_rows);
+      ferry::ops::plan_hamming_topk(planned, "test", level0_rows, extra_words);
+  if (extra_words > 0 && !plan.ok()) {
+    // The extra words do not fit the scratch (none was reserved: one pass does it all): the
+    // CUDA scan then runs without its bounds.
+    REQUIRE(plan.status().code() == ferry::ErrorCode::resource_exhausted);
+    replay(args, dist, level0_rows);
+    return;
+  }
   REQUIRE(plan.ok());
   CHECK(plan->scratch_bytes <= default_plan->scratch_bytes);
-  const std::uint64_t scratch_entries = plan->scratch_bytes / ferry::ops::kHammingCandidateBytes;
+  std::uint64_t scratch_entries = plan->scratch_bytes / ferry::ops::kHammingCandidateBytes;
+  if (extra_words > 0) {
+    std::uint32_t slice = 0;
+    for (const HammingPass& pass : plan->passes) slice = std::max(slice, pass.query_count);
+    CHECK(plan->extra_word_base % 2 == 0);
+    CHECK(plan->extra_word_base * 4 + std::uint64_t{slice} * extra_words * 4 <= plan->scratch_bytes);
+    scratch_entries = plan->extra_word_base / 2;  // the candidates stay below the extra words
+  }
   std::vector<Entry> scratch(scratch_entries, {kNone, kNone});
   std::vector<Entry> output(std::uint64_t{args.queries} * args.k, {kNone, kNone});
   std::vector<bool> done(args.queries, false);
@@ -69,15 +91,19 @@ void replay(const HammingTopkArgs& args, const std::vector<std::vector<std::uint
         std::vector<Entry> group;
         for (std::uint32_t i = 0; i < count; ++i) {
           if (pass.from_codes) {
-            group.push_back({dist[query][first + i], first + i});
+            const std::uint32_t d = dist[query][first + i];
+            if (bounds == nullptr || (*bounds)[query] == kNone || d <= (*bounds)[query])
+              group.push_back({d, first + i});
           } else {
             const std::uint64_t at = std::uint64_t{pass.in_base} + q * pass.in_stride + first + i;
             if (at >= scratch_entries) FAIL("a read past the scratch memory: entry " << at);
             read[at] = 1;
-            group.push_back(scratch[at]);
+            if (scratch[at].first != kNone) group.push_back(scratch[at]);  // padding: not counted
           }
         }
-        const std::vector<Entry> kept = keep_smallest(group, std::min(args.k, count));
+        std::vector<Entry> kept =
+            keep_smallest(group, std::min<std::uint32_t>(std::min(args.k, count), group.size()));
+        if (!pass.final) kept.resize(std::min(args.k, count), Entry{kNone, kNone});
         if (pass.final) {
           if (pass.groups != 1) FAIL("a final pass of " << pass.groups << " groups");
           for (std::uint32_t s = 0; s < args.k; ++s)
@@ -142,6 +168,19 @@ TEST_CASE("hamming_topk plan: replayed passes equal a brute-force search") {
     // database in one.
     for (const std::uint32_t span : {c.rows < 2048 ? c.rows : 2048u, 5000u, 65536u, 1u << 19}) {
       if (span >= std::min(c.rows, 2048u)) replay(args, dist, span);
+    }
+    // The CUDA scan's bounds: the k-th smallest distance of a sample (the first rows) is at
+    // least the k-th of all, so rows beyond it may be left out; runs are padded instead.
+    std::vector<std::uint32_t> bounds(c.queries, kNone);
+    for (std::uint32_t q = 0; q < c.queries; ++q) {
+      std::vector<std::uint32_t> sample(dist[q].begin(), dist[q].begin() + std::min(c.rows, 300u));
+      if (sample.size() < c.k) continue;
+      std::nth_element(sample.begin(), sample.begin() + (c.k - 1), sample.end());
+      bounds[q] = sample[c.k - 1];
+    }
+    if (c.budget >= (1u << 20)) {
+      for (const std::uint32_t span : {std::min(c.rows, 2048u), 5000u})
+        if (span >= std::min(c.rows, 2048u)) replay(args, dist, span, 257, &bounds);
     }
   }
 }
