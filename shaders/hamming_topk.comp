@@ -5,7 +5,8 @@
 // path: 0 the merges, 32, 16, 8 or 4 the level-0 scan for tiles of that many queries (each a
 // pipeline of its own, so that each path's registers are its own).
 //
-// Merges: selection without sorting everything: a histogram of the distances gives the threshold
+// Merges: selection without sorting everything (padding, distance NONE, counted out: a bounded
+// scan pads its short runs): a histogram of the distances gives the threshold
 // T (fewer than `keep` items are nearer, at least `keep` are at T or nearer); a bitmask of the
 // items at T gives the one whose rank among them makes `keep` (the lowest local positions win,
 // which is the lowest indices: positions follow index order among equal distances). The kept
@@ -100,58 +101,65 @@ void select_and_write(uint count, uint keep, uint query, uint in_at, uint out_at
     barrier();
   }
   const uint inclusive = s_pool[MERGE_PARTIAL + t];
-  if (inclusive - sum < keep && inclusive >= keep) {
-    uint nearer = inclusive - sum, threshold = t * per;
-    while (nearer + s_pool[MERGE_HIST + threshold] < keep) nearer += s_pool[MERGE_HIST + threshold++];
-    s_threshold = threshold;
-    s_nearer = nearer;
-  }
-  barrier();
-  const uint threshold = s_threshold;
-  for (uint i = 0u; i < ITEMS_PER_INVOCATION; ++i) {
-    if (g_dist[i] == threshold) {
-      const uint local = i * WG + t;
-      atomicOr(s_pool[MERGE_TIES + (local >> 5)], 1u << (local & 31u));
+  // Padding entries (a bounded scan's short runs) are not counted: keep at most the group's real
+  // entries, the rest of the slots written as padding. The count is the workgroup's, so the
+  // control flow below stays uniform.
+  const uint slots = keep;
+  keep = min(keep, s_pool[MERGE_PARTIAL + WG - 1u]);
+  if (keep > 0u) {  // else padding only
+    if (inclusive - sum < keep && inclusive >= keep) {
+      uint nearer = inclusive - sum, threshold = t * per;
+      while (nearer + s_pool[MERGE_HIST + threshold] < keep) nearer += s_pool[MERGE_HIST + threshold++];
+      s_threshold = threshold;
+      s_nearer = nearer;
     }
-  }
-  barrier();
-  if (t == 0u) {
-    // The position of the (keep - nearer)-th item at the threshold, counted from 1.
-    uint need = keep - s_nearer, w = 0u;
-    while (uint(bitCount(s_pool[MERGE_TIES + w])) < need) need -= uint(bitCount(s_pool[MERGE_TIES + w++]));
-    uint bits = s_pool[MERGE_TIES + w];
-    for (uint r = 1u; r < need; ++r) bits &= bits - 1u;
-    s_cut = w * 32u + uint(findLSB(bits));
-  }
-  barrier();
-  const uint cut = s_cut;
-  for (uint i = 0u; i < ITEMS_PER_INVOCATION; ++i) {
-    const uint d = g_dist[i], local = i * WG + t;
-    if (d != NONE && (d < threshold || (d == threshold && local <= cut))) {
-      s_pool[MERGE_KEYS + atomicAdd(s_count, 1u)] = (d << 16) | local;
-    }
-  }
-  barrier();
-  // Bitonic sort of the `keep` keys, padded to a power of two with NONE (sorts last).
-  uint size = 1u;
-  while (size < keep) size <<= 1;
-  for (uint s = keep + t; s < size; s += WG) s_pool[MERGE_KEYS + s] = NONE;
-  barrier();
-  for (uint block = 2u; block <= size; block <<= 1) {
-    for (uint stride = block >> 1; stride > 0u; stride >>= 1) {
-      for (uint i = t; i < size / 2u; i += WG) {
-        const uint a = (i / stride) * 2u * stride + (i % stride), b = a + stride;
-        const uint ka = s_pool[MERGE_KEYS + a], kb = s_pool[MERGE_KEYS + b];
-        if ((ka > kb) == ((a & block) == 0u)) {
-          s_pool[MERGE_KEYS + a] = kb;
-          s_pool[MERGE_KEYS + b] = ka;
-        }
+    barrier();
+    const uint threshold = s_threshold;
+    for (uint i = 0u; i < ITEMS_PER_INVOCATION; ++i) {
+      if (g_dist[i] == threshold) {
+        const uint local = i * WG + t;
+        atomicOr(s_pool[MERGE_TIES + (local >> 5)], 1u << (local & 31u));
       }
-      barrier();
+    }
+    barrier();
+    if (t == 0u) {
+      // The position of the (keep - nearer)-th item at the threshold, counted from 1.
+      uint need = keep - s_nearer, w = 0u;
+      while (uint(bitCount(s_pool[MERGE_TIES + w])) < need) need -= uint(bitCount(s_pool[MERGE_TIES + w++]));
+      uint bits = s_pool[MERGE_TIES + w];
+      for (uint r = 1u; r < need; ++r) bits &= bits - 1u;
+      s_cut = w * 32u + uint(findLSB(bits));
+    }
+    barrier();
+    const uint cut = s_cut;
+    for (uint i = 0u; i < ITEMS_PER_INVOCATION; ++i) {
+      const uint d = g_dist[i], local = i * WG + t;
+      if (d != NONE && (d < threshold || (d == threshold && local <= cut))) {
+        s_pool[MERGE_KEYS + atomicAdd(s_count, 1u)] = (d << 16) | local;
+      }
+    }
+    barrier();
+    // Bitonic sort of the `keep` keys, padded to a power of two with NONE (sorts last).
+    uint size = 1u;
+    while (size < keep) size <<= 1;
+    for (uint s = keep + t; s < size; s += WG) s_pool[MERGE_KEYS + s] = NONE;
+    barrier();
+    for (uint block = 2u; block <= size; block <<= 1) {
+      for (uint stride = block >> 1; stride > 0u; stride >>= 1) {
+        for (uint i = t; i < size / 2u; i += WG) {
+          const uint a = (i / stride) * 2u * stride + (i % stride), b = a + stride;
+          const uint ka = s_pool[MERGE_KEYS + a], kb = s_pool[MERGE_KEYS + b];
+          if ((ka > kb) == ((a & block) == 0u)) {
+            s_pool[MERGE_KEYS + a] = kb;
+            s_pool[MERGE_KEYS + b] = ka;
+          }
+        }
+        barrier();
+      }
     }
   }
   const bool final = (push.flags & FERRY_HAMMING_FINAL) != 0u;
-  for (uint s = t; s < (final ? push.k : keep); s += WG) {
+  for (uint s = t; s < (final ? push.k : slots); s += WG) {
     uint d = NONE, index = NONE;
     if (s < keep) {
       const uint key = s_pool[MERGE_KEYS + s], local = key & 0xFFFFu;
@@ -216,7 +224,7 @@ void scan() {
   for (uint span = gl_WorkGroupID.x; span < push.groups; span += gl_NumWorkGroups.x) {
     const uint span_begin = span * push.group_items;
     const uint span_rows = min(push.group_items, push.items - span_begin);
-    scan_span_begin(tile_queries);
+    scan_span_begin(tile, tile_queries);
     // A row enters query i's buffer when its distance is below limit[i], the distance of the
     // query's threshold key (8191 before it has one: every row passes).
     uint limit[MAX_QUERIES];

@@ -53,6 +53,10 @@
 // flags
 #define FERRY_HAMMING_FROM_CODES 1u  // level 0: distances from the codes (else candidates)
 #define FERRY_HAMMING_FINAL 2u       // writes distances and indices (else candidates)
+// Level 0: each query's threshold starts from its bound, the distance of candidate bound_base +
+// query * k + k - 1 (the k-th smallest of a sample's group minima, a run the bound passes wrote):
+// no row beyond it can be among the k nearest, so spans may keep fewer than k rows (padding).
+#define FERRY_HAMMING_BOUNDED 4u
 
 #ifdef __cplusplus
 #include <cstddef>
@@ -82,11 +86,12 @@ layout(push_constant, std430) uniform HammingTopkPushConstants {
   FERRY_UINT distances_word;
   FERRY_UINT indices_word;
   FERRY_UINT scratch_word;
+  FERRY_UINT bound_base;   // FERRY_HAMMING_BOUNDED: the bounds' run (candidates)
 #ifdef __cplusplus
 };
 #undef FERRY_UINT
-static_assert(sizeof(HammingTopkPushConstants) == 72);
-static_assert(offsetof(HammingTopkPushConstants, scratch_word) == 68);
+static_assert(sizeof(HammingTopkPushConstants) == 76);
+static_assert(offsetof(HammingTopkPushConstants, bound_base) == 72);
 }  // namespace ferry::shaders
 #else
 } push;

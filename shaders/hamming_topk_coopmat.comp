@@ -145,7 +145,7 @@ void main() {
   for (uint span = gl_WorkGroupID.x; span < push.groups; span += gl_NumWorkGroups.x) {
     const uint span_begin = span * push.group_items;
     const uint span_rows = min(push.group_items, push.items - span_begin);
-    scan_span_begin(tile_queries);
+    scan_span_begin(tile, tile_queries);
     if (computes) stage_start(stage, column);
     const uint span_word = push.database_word + span_begin * words;
     const uint rounds = (span_rows + ROUND - 1u) / ROUND;

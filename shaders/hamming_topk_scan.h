@@ -78,13 +78,23 @@ void keep_smallest(uint selected, uint keep) {
   barrier();
 }
 
-// Before a span: no keys; queries past the slice never take one (threshold 0). Uniform control
-// flow; ends with a barrier.
-void scan_span_begin(uint tile_queries) {
+// Before a span: no keys; queries past the slice never take one (threshold 0). With bounds, a
+// query's threshold starts as a key of distance bound + 1, so that rows up to the bound enter.
+// Uniform control flow; ends with a barrier.
+void scan_span_begin(uint tile, uint tile_queries) {
   const uint t = gl_LocalInvocationID.x;
+  const bool bounded = (push.flags & FERRY_HAMMING_BOUNDED) != 0u;
   for (uint j = t; j < kTile; j += WG) {
     COUNT(j) = 0u;
-    THRESHOLD(j) = j < tile_queries ? NONE : 0u;
+    uint start = 0u;
+    if (j < tile_queries) {
+      start = NONE;
+      if (bounded) {
+        const uint at = push.bound_base + (tile + j) * push.k + push.k - 1u;
+        start = (scratch.words[push.scratch_word + 2u * at] + 1u) << FERRY_HAMMING_POSITION_BITS;
+      }
+    }
+    THRESHOLD(j) = start;
   }
   if (t == 0u) {
     FLAGS(0u) = 0u;
@@ -123,8 +133,8 @@ bool scan_round_end(uint round) {
 void scan_span_end(uint span, uint span_begin, uint span_rows, uint tile, uint tile_queries) {
   const uint t = gl_LocalInvocationID.x;
   const uint k = push.k;
-  // The span's run per query: its min(k, rows) smallest keys (every buffer holds at least
-  // that many), sorted.
+  // The span's run per query: its min(k, rows) smallest keys, sorted; with bounds a buffer may
+  // hold fewer (rows past the bound never entered), and the rest of the run is padding.
   const uint keep = min(k, span_rows);
   uint over = 0u;
   for (uint j = 0u; j < tile_queries; ++j) over |= COUNT(j) > keep ? 1u << j : 0u;
@@ -135,7 +145,7 @@ void scan_span_end(uint span, uint span_begin, uint span_rows, uint tile, uint t
   const uint size = 1u << size_bits;
   for (uint e = t; e < tile_queries << size_bits; e += WG) {
     const uint i = e & (size - 1u);
-    if (i >= keep) KEY(e >> size_bits, i) = NONE;
+    if (i >= min(keep, COUNT(e >> size_bits))) KEY(e >> size_bits, i) = NONE;
   }
   barrier();
   for (uint block = 2u; block <= size; block <<= 1) {
@@ -157,8 +167,8 @@ void scan_span_end(uint span, uint span_begin, uint span_rows, uint tile, uint t
   for (uint e = t; e < tile_queries * written; e += WG) {
     const uint j = e / written, i = e % written, q = tile + j;
     uint d = NONE, index = NONE;
-    if (i < keep) {
-      const uint key = KEY(j, i);
+    const uint key = i < keep ? KEY(j, i) : NONE;
+    if (key != NONE) {  // a real key is below NONE: distance <= 4096 takes 13 bits
       d = key >> FERRY_HAMMING_POSITION_BITS;
       index = span_begin + (key & POSITION_MASK);
     }

@@ -85,14 +85,12 @@ Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
       args.rows, args.queries, tile, kHammingScanStepRows,
       std::uint64_t{sm_count_} * static_cast<unsigned>(blocks_per_sm) * warps / 2);
 
-  // The bound passes (tensor-core path): the minima of the first `sample_groups` groups of
-  // kSampleGroupRows rows (at least 256 groups, 4k for a large k) and a bound per query, in the
-  // scratch after the candidates; left out when they do not fit the scratch.
-  constexpr std::uint32_t kSampleGroupRows = 8 * kHammingScanStepRows;
-  const std::uint32_t row_groups =
-      static_cast<std::uint32_t>((std::uint64_t{args.rows} + kSampleGroupRows - 1) / kSampleGroupRows);
-  std::uint32_t sample_groups =
-      support_.mma ? std::min(row_groups, std::max(256u, 4 * args.k)) : 0;
+  // The bound passes (tensor-core path; ops::hamming_bound_sample_groups): the minima of the
+  // sample's groups and a bound per query, in the scratch after the candidates; left out when
+  // they do not fit the scratch.
+  constexpr std::uint32_t kSampleGroupRows = ops::kHammingBoundGroupRows;
+  static_assert(kSampleGroupRows % kHammingScanStepRows == 0);
+  std::uint32_t sample_groups = support_.mma ? ops::hamming_bound_sample_groups(args.rows, args.k) : 0;
 
   // The public call reserved the default plan's scratch (bound last, when it is not 0).
   const bool has_scratch = bindings.size() > 4;

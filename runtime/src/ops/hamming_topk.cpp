@@ -98,6 +98,13 @@ std::uint32_t hamming_scan_span(std::uint32_t rows, std::uint32_t queries, std::
   return static_cast<std::uint32_t>(std::min<std::uint64_t>(span, kHammingScanMaxSpan));
 }
 
+std::uint32_t hamming_bound_sample_groups(std::uint32_t rows, std::uint32_t k) {
+  const std::uint32_t row_groups = static_cast<std::uint32_t>(
+      (std::uint64_t{rows} + kHammingBoundGroupRows - 1) / kHammingBoundGroupRows);
+  const std::uint32_t groups = std::min(row_groups, std::max(256u, 4 * k));
+  return groups >= k ? groups : 0;
+}
+
 std::uint32_t hamming_scan_min_cap(std::uint32_t k, std::uint32_t round_rows) {
   return std::max(k + round_rows, std::bit_ceil(k));
 }

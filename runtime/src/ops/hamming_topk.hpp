@@ -100,6 +100,14 @@ std::uint32_t hamming_scan_span(std::uint32_t rows, std::uint32_t queries, std::
 std::uint32_t hamming_scan_cap(std::uint32_t k, std::uint32_t round_rows);
 std::uint32_t hamming_scan_min_cap(std::uint32_t k, std::uint32_t round_rows);
 
+// Bounds for level 0 (both GPU backends): the k-th smallest of the nearest distances of a
+// sample's groups of kHammingBoundGroupRows rows (the database's first rows) is a bound per
+// query: the k rows behind it are different rows, so no row beyond it is among the k nearest,
+// and the scan lets only rows within it into its buffers. The sample's groups: at least 256, 4k
+// for a large k, at most the database's; 0 (no bound) when they are fewer than k.
+inline constexpr std::uint32_t kHammingBoundGroupRows = 256;
+std::uint32_t hamming_bound_sample_groups(std::uint32_t rows, std::uint32_t k);
+
 // One dispatch (per query slice).
 struct HammingPass {
   bool from_codes = false;        // level 0 (else a merge of candidates)

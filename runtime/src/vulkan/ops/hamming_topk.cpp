@@ -21,16 +21,17 @@ namespace {
 using shaders::HammingTopkPushConstants;
 constexpr spirv::PushConstantLayout kLayout = spirv::push_constant_layout(shaders::hamming_topk_spv);
 static_assert(kLayout.found, "hamming_topk.comp must declare one push-constant block");
-static_assert(kLayout.member_count == 18);
+static_assert(kLayout.member_count == 19);
 static_assert(kLayout.offsets[0] == offsetof(HammingTopkPushConstants, flags));
 static_assert(kLayout.offsets[5] == offsetof(HammingTopkPushConstants, group_items));
 static_assert(kLayout.offsets[6] == offsetof(HammingTopkPushConstants, cap));
 static_assert(kLayout.offsets[17] == offsetof(HammingTopkPushConstants, scratch_word));
+static_assert(kLayout.offsets[18] == offsetof(HammingTopkPushConstants, bound_base));
 // The cooperative-matrix scan takes the same push constants (and bindings).
 constexpr spirv::PushConstantLayout kCoopmatLayout =
     spirv::push_constant_layout(shaders::hamming_topk_coopmat_spv);
 static_assert(kCoopmatLayout.found && kCoopmatLayout.member_count == kLayout.member_count);
-static_assert(kCoopmatLayout.offsets[17] == offsetof(HammingTopkPushConstants, scratch_word));
+static_assert(kCoopmatLayout.offsets[18] == offsetof(HammingTopkPushConstants, bound_base));
 // The shader's constants are the plan's.
 static_assert(FERRY_HAMMING_WORKGROUP_SIZE == ops::kHammingWorkgroupSize);
 static_assert(FERRY_HAMMING_MERGE_GROUP == ops::kHammingMergeGroup);
@@ -227,10 +228,63 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
   const bool has_scratch = bindings.size() > 4;
   ops::HammingTopkArgs planned = args;
   planned.scratch_budget = has_scratch ? bindings[4].size : 0;
-  FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan,
-                         ops::plan_hamming_topk(planned, "hamming_topk", span));
+  // The bound passes (ops::hamming_bound_sample_groups): per query, the sample's group minima and
+  // their sorted k smallest, in the scratch after the candidates; left out when the sample has
+  // fewer than k groups or they do not fit.
+  std::uint32_t sample_groups = ops::hamming_bound_sample_groups(args.rows, args.k);
+  Result<ops::HammingTopkPlan> planning =
+      ops::plan_hamming_topk(planned, "hamming_topk", span,
+                             sample_groups == 0 ? 0 : 2 * (sample_groups + args.k));
+  if (!planning.ok() && sample_groups != 0) {
+    sample_groups = 0;
+    planning = ops::plan_hamming_topk(planned, "hamming_topk", span);
+  }
+  FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan, std::move(planning));
   if (plan.scratch_bytes > 0 && !has_scratch) {
     return Status(ErrorCode::internal, "hamming_topk: the plan needs scratch memory, none bound");
+  }
+  // Each dispatch: a pass of the plan, or a bound pass before a slice's level 0 (the scan over
+  // the sample's groups with k = 1: each group's nearest; then a merge of those minima keeping
+  // k, whose k-th is the bound).
+  struct Dispatch {
+    ops::HammingPass pass;
+    std::uint32_t k = 0;
+    std::uint32_t flags = 0;
+  };
+  std::vector<Dispatch> dispatches;
+  std::uint32_t minima_base = 0, bound_base = 0;  // candidates
+  if (sample_groups != 0) {
+    std::uint32_t slice = 0;
+    for (const ops::HammingPass& pass : plan.passes) slice = std::max(slice, pass.query_count);
+    minima_base = static_cast<std::uint32_t>(plan.extra_word_base / 2);
+    bound_base = minima_base + slice * sample_groups;
+  }
+  for (const ops::HammingPass& pass : plan.passes) {
+    if (pass.from_codes && sample_groups != 0) {
+      ops::HammingPass sample = pass;
+      sample.final = false;
+      sample.group_items = ops::kHammingBoundGroupRows;
+      sample.items = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+          std::uint64_t{sample_groups} * ops::kHammingBoundGroupRows, args.rows));
+      sample.groups = sample_groups;
+      sample.out_base = minima_base;
+      sample.out_stride = sample_groups;
+      dispatches.push_back({sample, 1, 0});
+      ops::HammingPass bound = pass;
+      bound.from_codes = false;
+      bound.final = false;
+      bound.items = sample_groups;
+      bound.group_items = ops::kHammingMergeGroup;
+      bound.groups = 1;
+      bound.in_base = minima_base;
+      bound.in_stride = sample_groups;
+      bound.out_base = bound_base;
+      bound.out_stride = args.k;
+      dispatches.push_back({bound, args.k, 0});
+      dispatches.push_back({pass, args.k, FERRY_HAMMING_BOUNDED});
+    } else {
+      dispatches.push_back({pass, args.k, 0});
+    }
   }
   FERRY_ASSIGN_OR_RETURN(const VkPipeline scan,
                          coopmat ? coopmat_pipeline(shape.tile) : scan_pipeline(shape.tile));
@@ -244,8 +298,8 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
   for (std::size_t i = 0; i < infos.size(); ++i) infos[i] = windows[i].info;
   VkPipeline bound = VK_NULL_HANDLE;
   const ComputeProgram* bound_program = nullptr;
-  for (std::size_t p = 0; p < plan.passes.size(); ++p) {
-    const ops::HammingPass& pass = plan.passes[p];
+  for (std::size_t p = 0; p < dispatches.size(); ++p) {
+    const ops::HammingPass& pass = dispatches[p].pass;
     const VkPipeline pipeline = pass.from_codes ? scan : merge_pipeline_;
     const ComputeProgram& program = pass.from_codes ? scan_program : program_;
     if (pipeline != bound) {
@@ -263,9 +317,10 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
     }
     HammingTopkPushConstants push{};
     push.flags = (pass.from_codes ? FERRY_HAMMING_FROM_CODES : 0u) |
-                 (pass.final ? FERRY_HAMMING_FINAL : 0u);
+                 (pass.final ? FERRY_HAMMING_FINAL : 0u) | dispatches[p].flags;
     push.words = args.words;
-    push.k = args.k;
+    push.k = dispatches[p].k;
+    push.bound_base = bound_base;
     push.items = pass.items;
     push.groups = pass.groups;
     push.group_items = pass.group_items;
