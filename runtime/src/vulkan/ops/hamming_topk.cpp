@@ -261,26 +261,26 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
   }
   for (const ops::HammingPass& pass : plan.passes) {
     if (pass.from_codes && sample_groups != 0) {
-      ops::HammingPass sample = pass;
-      sample.final = false;
-      sample.group_items = ops::kHammingBoundGroupRows;
-      sample.items = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+      ops::HammingPass sample_pass = pass;
+      sample_pass.final = false;
+      sample_pass.group_items = ops::kHammingBoundGroupRows;
+      sample_pass.items = static_cast<std::uint32_t>(std::min<std::uint64_t>(
           std::uint64_t{sample_groups} * ops::kHammingBoundGroupRows, args.rows));
-      sample.groups = sample_groups;
-      sample.out_base = minima_base;
-      sample.out_stride = sample_groups;
-      dispatches.push_back({sample, 1, 0});
-      ops::HammingPass bound = pass;
-      bound.from_codes = false;
-      bound.final = false;
-      bound.items = sample_groups;
-      bound.group_items = ops::kHammingMergeGroup;
-      bound.groups = 1;
-      bound.in_base = minima_base;
-      bound.in_stride = sample_groups;
-      bound.out_base = bound_base;
-      bound.out_stride = args.k;
-      dispatches.push_back({bound, args.k, 0});
+      sample_pass.groups = sample_groups;
+      sample_pass.out_base = minima_base;
+      sample_pass.out_stride = sample_groups;
+      dispatches.push_back({sample_pass, 1, 0});
+      ops::HammingPass bound_pass = pass;
+      bound_pass.from_codes = false;
+      bound_pass.final = false;
+      bound_pass.items = sample_groups;
+      bound_pass.group_items = ops::kHammingMergeGroup;
+      bound_pass.groups = 1;
+      bound_pass.in_base = minima_base;
+      bound_pass.in_stride = sample_groups;
+      bound_pass.out_base = bound_base;
+      bound_pass.out_stride = args.k;
+      dispatches.push_back({bound_pass, args.k, 0});
       dispatches.push_back({pass, args.k, FERRY_HAMMING_BOUNDED});
     } else {
       dispatches.push_back({pass, args.k, 0});
