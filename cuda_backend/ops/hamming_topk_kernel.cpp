@@ -85,24 +85,18 @@ Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
       args.rows, args.queries, tile, kHammingScanStepRows,
       std::uint64_t{sm_count_} * static_cast<unsigned>(blocks_per_sm) * warps / 2);
 
-  // The bound passes (tensor-core path; ops::hamming_bound_sample_groups): the minima of the
-  // sample's groups and a bound per query, in the scratch after the candidates; left out when
-  // they do not fit the scratch.
+  // The public call reserved the default plan's scratch (bound last, when it is not 0). The
+  // bound passes (tensor-core path) keep per query the minima of the sample's groups, then its
+  // bound, in the scratch after the candidates.
   constexpr std::uint32_t kSampleGroupRows = ops::kHammingBoundGroupRows;
   static_assert(kSampleGroupRows % kHammingScanStepRows == 0);
-  std::uint32_t sample_groups = support_.mma ? ops::hamming_bound_sample_groups(args.rows, args.k) : 0;
-
-  // The public call reserved the default plan's scratch (bound last, when it is not 0).
   const bool has_scratch = bindings.size() > 4;
   ops::HammingTopkArgs planned = args;
   planned.scratch_budget = has_scratch ? bindings[4].size : 0;
-  Result<ops::HammingTopkPlan> planning =
-      ops::plan_hamming_topk(planned, "hamming_topk", span, sample_groups == 0 ? 0 : sample_groups + 1);
-  if (!planning.ok() && sample_groups != 0) {
-    sample_groups = 0;
-    planning = ops::plan_hamming_topk(planned, "hamming_topk", span);
-  }
-  FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan, std::move(planning));
+  FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan,
+                         support_.mma ? ops::plan_bounded_hamming_topk(planned, "hamming_topk", span, 1, 1)
+                                      : ops::plan_hamming_topk(planned, "hamming_topk", span));
+  const std::uint32_t sample_groups = plan.bound_groups;
   HammingLaunch launch;
   const char* roles[] = {"hamming_topk queries", "hamming_topk database",
                          "hamming_topk distances", "hamming_topk indices"};

@@ -176,5 +176,21 @@ Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const cha
   return plan;
 }
 
+Result<HammingTopkPlan> plan_bounded_hamming_topk(const HammingTopkArgs& args, const char* call,
+                                                  std::uint32_t level0_rows,
+                                                  std::uint32_t words_per_group,
+                                                  std::uint32_t words_per_query) {
+  const std::uint32_t groups = hamming_bound_sample_groups(args.rows, args.k);
+  if (groups != 0) {
+    Result<HammingTopkPlan> plan =
+        plan_hamming_topk(args, call, level0_rows, groups * words_per_group + words_per_query);
+    if (plan.ok()) {
+      plan->bound_groups = groups;
+      return plan;
+    }
+  }
+  return plan_hamming_topk(args, call, level0_rows);
+}
+
 }  // namespace ops
 }  // namespace ferry

@@ -130,6 +130,8 @@ struct HammingTopkPlan {
   // The backend's own words per query of a slice (plan_hamming_topk's extra_words), after the
   // candidate arrays: from this 32-bit word of the scratch on.
   std::uint64_t extra_word_base = 0;
+  // plan_bounded_hamming_topk: the sample groups its extra words hold the bounds of (0: none).
+  std::uint32_t bound_groups = 0;
 };
 
 // The entries a group of `count` items keeps, and those of `items` items in groups of `group`.
@@ -148,5 +150,13 @@ std::uint32_t hamming_level_items(std::uint32_t k, std::uint32_t items, std::uin
 Result<HammingTopkPlan> plan_hamming_topk(const HammingTopkArgs& args, const char* call,
                                           std::uint32_t level0_rows = kHammingChunkRows,
                                           std::uint32_t extra_words = 0);
+// The plan with room for level 0's bounds (hamming_bound_sample_groups groups): per query,
+// `words_per_group` words per sample group plus `words_per_query`, as extra words; the plan
+// without them (bound_groups 0) when the sample has fewer than k groups or they do not fit the
+// scratch.
+Result<HammingTopkPlan> plan_bounded_hamming_topk(const HammingTopkArgs& args, const char* call,
+                                                  std::uint32_t level0_rows,
+                                                  std::uint32_t words_per_group,
+                                                  std::uint32_t words_per_query);
 
 }  // namespace ferry::ops

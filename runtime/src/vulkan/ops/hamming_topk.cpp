@@ -229,17 +229,10 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
   ops::HammingTopkArgs planned = args;
   planned.scratch_budget = has_scratch ? bindings[4].size : 0;
   // The bound passes (ops::hamming_bound_sample_groups): per query, the sample's group minima and
-  // their sorted k smallest, in the scratch after the candidates; left out when the sample has
-  // fewer than k groups or they do not fit.
-  std::uint32_t sample_groups = ops::hamming_bound_sample_groups(args.rows, args.k);
-  Result<ops::HammingTopkPlan> planning =
-      ops::plan_hamming_topk(planned, "hamming_topk", span,
-                             sample_groups == 0 ? 0 : 2 * (sample_groups + args.k));
-  if (!planning.ok() && sample_groups != 0) {
-    sample_groups = 0;
-    planning = ops::plan_hamming_topk(planned, "hamming_topk", span);
-  }
-  FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan, std::move(planning));
+  // their sorted k smallest (2 words a candidate), in the scratch after the candidates.
+  FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan,
+                         ops::plan_bounded_hamming_topk(planned, "hamming_topk", span, 2, 2 * args.k));
+  const std::uint32_t sample_groups = plan.bound_groups;
   if (plan.scratch_bytes > 0 && !has_scratch) {
     return Status(ErrorCode::internal, "hamming_topk: the plan needs scratch memory, none bound");
   }
