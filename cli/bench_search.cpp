@@ -42,8 +42,9 @@ constexpr OptionSpec kOptions[] = {
              "quantize (binary_quantize of --rows x BITS float32 against a device-to-device "
              "copy), scale (--scale-rows x 256-bit, k = 10), stream (a BinaryIndex whose codes "
              "all stay in host memory, --stream-rows x 256-bit, against an upload of the same "
-             "bytes), or all",
-     .fallback = "", .quick = "all", .choices = "k,bits,quantize,scale,stream,all"},
+             "bytes), rescore (BinaryIndex::search with rescoring against the binary search "
+             "alone, float32 vectors resident), or all",
+     .fallback = "", .quick = "all", .choices = "k,bits,quantize,scale,stream,rescore,all"},
     {.name = "--scale-rows", .kind = OptionKind::sizes, .metavar = "LIST",
      .help = "database rows of the scale sweep (rows that do not fit in memory are skipped)",
      .fallback = "10000000,100000000", .quick = "50000"},
@@ -53,6 +54,14 @@ constexpr OptionSpec kOptions[] = {
      .help = "queries per search of the stream sweep (few: the upload, not the search, is "
              "measured)",
      .fallback = "16", .quick = "8", .min = 1, .max = 1'000'000},
+    {.name = "--index-rows", .kind = OptionKind::count, .metavar = "N",
+     .help = "rows of the rescore sweep's index", .fallback = "1000000", .quick = "20000",
+     .min = 1, .max = kHammingMaxDatabaseRows - 1},
+    {.name = "--index-dims", .kind = OptionKind::count, .metavar = "N",
+     .help = "dimensions of the rescore sweep's float32 vectors (a multiple of 64)",
+     .fallback = "768", .quick = "128", .min = 64, .max = kBinaryIndexMaxDims},
+    {.name = "--index-queries", .kind = OptionKind::sizes, .metavar = "LIST",
+     .help = "query batches of the rescore sweep", .fallback = "1,16,1000", .quick = "1,16,100"},
     {.name = "--check-queries", .kind = OptionKind::count, .metavar = "N",
      .help = "queries per search whose top-k is checked against a brute-force search (spread "
              "over the batch; --queries checks every one)",
@@ -126,8 +135,9 @@ Entries brute_force_top_k(const Codes& codes, std::uint32_t query, std::uint32_t
   std::uint64_t at_threshold = keep - below;
   Entries top;
   for (std::uint64_t r = 0; r < codes.rows; ++r) {
-    if (distance[r] < threshold || (distance[r] == threshold && at_threshold-- > 0))
-      top.emplace_back(distance[r], static_cast<std::uint32_t>(r));
+    if (distance[r] > threshold || (distance[r] == threshold && at_threshold == 0)) continue;
+    if (distance[r] == threshold) --at_threshold;
+    top.emplace_back(distance[r], static_cast<std::uint32_t>(r));
   }
   std::sort(top.begin(), top.end());
   return top;
@@ -561,16 +571,14 @@ class SearchTables {
 // ---- binary_quantize against a device-to-device copy ----
 
 // Random float32 in [-1, 1), every 97th element exactly 0 (the bit is 0: not > 0).
-std::vector<std::byte> random_floats(std::uint64_t count, std::uint64_t seed) {
-  std::vector<std::byte> bytes(count * 4);
-  fill_random(bytes, seed);
+std::vector<float> random_floats(std::uint64_t count, std::uint64_t seed) {
+  std::vector<float> values(count);
+  fill_random(std::as_writable_bytes(std::span(values)), seed);
   for (std::uint64_t i = 0; i < count; ++i) {
-    std::int32_t raw = 0;
-    std::memcpy(&raw, bytes.data() + i * 4, 4);
-    const float value = i % 97 == 0 ? 0.0f : static_cast<float>(raw) * 0x1p-31f;
-    std::memcpy(bytes.data() + i * 4, &value, 4);
+    const auto raw = std::bit_cast<std::int32_t>(values[i]);
+    values[i] = i % 97 == 0 ? 0.0f : static_cast<float>(raw) * 0x1p-31f;
   }
-  return bytes;
+  return values;
 }
 
 Status quantize_table(Bench& bench) {
@@ -603,7 +611,8 @@ Status quantize_table(Bench& bench) {
     const std::uint64_t in = resolved.input_bytes, out = resolved.output_bytes;
     if (!bench.fits({shape}, 2 * in + out, 2 * in + out)) continue;
     FERRY_RETURN_IF_ERROR(bench.progress("binary_quantize " + shape));
-    const std::vector<std::byte> input = random_floats(std::uint64_t{rows} * dims, 0xF10A7 + dims);
+    const std::vector<float> values = random_floats(std::uint64_t{rows} * dims, 0xF10A7 + dims);
+    const std::span<const std::byte> input = std::as_bytes(std::span(values));
     const Device& device = bench.device;
     FERRY_ASSIGN_OR_RETURN(Buffer source, device.create_buffer(in));
     FERRY_ASSIGN_OR_RETURN(Buffer copy_target, device.create_buffer(in));
@@ -791,6 +800,171 @@ Status stream_table(Bench& bench) {
   return ok_status();
 }
 
+// ---- BinaryIndex search with rescoring, float vectors resident ----
+
+// The rescore sweep's truth for one query: the Hamming top `candidates` (brute force), each
+// scored exactly as rescore defines it (inner product, fma in dimension order), the best k by
+// score, then id.
+struct ScoredTruth {
+  Entries hamming;                                      // (distance, row), best first
+  std::vector<std::pair<float, std::uint32_t>> scored;  // (score, row), best first
+};
+
+ScoredTruth rescore_truth(const Codes& codes, std::uint32_t query, std::uint32_t candidates,
+                          std::uint32_t k, std::span<const float> database,
+                          std::span<const float> query_values, std::uint32_t dims) {
+  ScoredTruth truth;
+  truth.hamming = brute_force_top_k(codes, query, candidates);
+  for (const auto& [distance, row] : truth.hamming) {
+    float s = 0.0f;
+    for (std::uint32_t j = 0; j < dims; ++j)
+      s = std::fma(query_values[j], database[std::uint64_t{row} * dims + j], s);
+    truth.scored.emplace_back(s, row);
+  }
+  std::sort(truth.scored.begin(), truth.scored.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  if (truth.scored.size() > k) truth.scored.resize(k);
+  return truth;
+}
+
+// Sign codes (bit j = x_j > 0, binary_quantize's layout) of `rows` rows of `dims` values.
+std::vector<std::byte> sign_codes(std::span<const float> values, std::uint64_t rows,
+                                  std::uint32_t dims) {
+  std::vector<std::byte> codes(rows * dims / 8, std::byte{0});
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    for (std::uint32_t j = 0; j < dims; ++j) {
+      if (values[r * dims + j] > 0.0f) codes[(r * dims + j) / 8] |= std::byte{1} << (j % 8);
+    }
+  }
+  return codes;
+}
+
+Status rescore_table(Bench& bench) {
+  constexpr std::uint32_t kK = kDefaultK;
+  constexpr std::uint32_t kOversample[] = {4, 10};
+  const std::uint64_t rows = bench.number("--index-rows");
+  const auto dims = static_cast<std::uint32_t>(bench.number("--index-dims"));
+  if (dims % 64 != 0) {
+    return Status(ErrorCode::invalid_argument,
+                  "bench search: --index-dims " + std::to_string(dims) + ": a multiple of 64");
+  }
+  const auto min_time = std::chrono::milliseconds(bench.number("--min-time-ms"));
+  Section& table = bench.report.add_section(
+      "Rescore: BinaryIndex::search of " + std::to_string(rows) + " x " + std::to_string(dims) +
+          " float32 vectors (kept, resident), k = 10, binary alone and rescored from 4k and 10k "
+          "candidates",
+      "rescore");
+  table.columns = {{"queries", "queries", Unit::count},
+                   {"binary ms", "binary_ms", Unit::ms},
+                   {"x4 ms", "rescore4_ms", Unit::ms},
+                   {"x4/binary", "rescore4_over_binary", Unit::ratio},
+                   {"x10 ms", "rescore10_ms", Unit::ms},
+                   {"x10/binary", "rescore10_over_binary", Unit::ratio},
+                   {"checked", "checked_queries", Unit::count}};
+  table.notes = {
+      "BinaryIndex (inner product, threshold zero, KeptVectors::float32, default memory: every "
+      "code and vector on the device) of random values in [-1, 1); per batch the wall time of "
+      "search() from float32 queries to ids and scores on the host: binary (SearchParams "
+      "rescore off), x4 / x10 (rescore with oversample 4 / 10). Checked: the sampled queries' "
+      "ids and scores against a brute-force Hamming search and exact fma scores on the host."};
+  bench.skipped = {"Skipped rescore sizes", "skipped_rescore", {},
+                   {{"rows", "rows"}, {"reason", "reason"}}};
+  const std::uint64_t vector_bytes = rows * dims * 4;
+  // Host: the vectors and their codes; device: the index's codes and vectors.
+  if (!bench.fits({rows}, vector_bytes + rows * dims / 8 + (256 << 20),
+                  vector_bytes + rows * dims / 8)) {
+    bench.report.sections.pop_back();
+    bench.report.sections.push_back(std::move(bench.skipped));
+    bench.skipped = {};
+    bench.publish();
+    return ok_status();
+  }
+  FERRY_RETURN_IF_ERROR(bench.progress("rescore: building the index of " + std::to_string(rows) +
+                                       " x " + std::to_string(dims)));
+  const std::vector<float> database = random_floats(rows * dims, 0x2E5C + rows);
+  Codes codes;  // the host's codes, for the brute-force truth
+  codes.bits = dims;
+  codes.rows = rows;
+  codes.host_database = sign_codes(database, rows, dims);
+  BinaryIndexOptions options;
+  options.dims = dims;
+  options.keep = KeptVectors::float32;
+  FERRY_ASSIGN_OR_RETURN(BinaryIndex index, BinaryIndex::create(bench.device, options));
+  FERRY_RETURN_IF_ERROR(index.add(std::span<const float>(database), rows).status());
+
+  for (const std::uint64_t batch : bench.options.sizes("--index-queries")) {
+    const auto queries = static_cast<std::uint32_t>(std::min<std::uint64_t>(batch, 1'000'000));
+    std::vector<float> query_values = random_floats(std::uint64_t{queries} * dims, 0x2E5D + batch);
+    for (std::uint32_t q = 0; q < queries; q += 7) {  // some queries equal to database rows
+      std::memcpy(query_values.data() + std::uint64_t{q} * dims,
+                  database.data() + (mix64(q) % rows) * dims, std::size_t{dims} * 4);
+    }
+    codes.queries = queries;
+    codes.host_queries = sign_codes(query_values, queries, dims);
+    const std::vector<std::uint32_t> sample =
+        sample_queries(queries, std::min<std::uint64_t>(bench.number("--check-queries"), 8));
+    std::vector<Value> row{std::uint64_t{queries}};
+    double binary_ms = 0;
+    for (const std::uint32_t oversample : {1u, kOversample[0], kOversample[1]}) {
+      const bool rescore = oversample > 1;
+      const SearchParams params{.k = kK, .oversample = oversample, .rescore = rescore};
+      FERRY_RETURN_IF_ERROR(bench.progress("rescore: " + std::to_string(queries) +
+                                           " queries, oversample " + std::to_string(oversample)));
+      Result<SearchResults> results = Status(ErrorCode::internal, "no search yet");
+      auto search = [&]() -> Result<double> {
+        return wall_time([&]() -> Status {
+          results = index.search(std::span<const float>(query_values), queries, params);
+          return results.status();
+        });
+      };
+      FERRY_ASSIGN_OR_RETURN(const double first, search());
+      for (const std::uint32_t q : sample) {
+        const ScoredTruth truth =
+            rescore_truth(codes, q, kK * oversample, kK, database,
+                          std::span(query_values).subspan(std::uint64_t{q} * dims, dims), dims);
+        for (std::uint32_t j = 0; j < kK; ++j) {
+          const std::uint64_t at = std::uint64_t{q} * kK + j;
+          const std::uint64_t want_id = rescore ? truth.scored[j].second : truth.hamming[j].second;
+          const float want_score = rescore ? truth.scored[j].first
+                                           : static_cast<float>(truth.hamming[j].first);
+          if (results->ids[at] != want_id ||
+              std::bit_cast<std::uint32_t>(results->scores[at]) !=
+                  std::bit_cast<std::uint32_t>(want_score)) {
+            return Status(ErrorCode::internal,
+                          "wrong rescore result: " + std::to_string(queries) + " queries, "
+                          "oversample " + std::to_string(oversample) + ", query " +
+                              std::to_string(q) + " rank " + std::to_string(j) + ": got id " +
+                              std::to_string(results->ids[at]) + " (score " +
+                              std::to_string(results->scores[at]) + "), the host has " +
+                              std::to_string(want_id) + " (" + std::to_string(want_score) + ")");
+          }
+        }
+      }
+      FERRY_ASSIGN_OR_RETURN(const Timing timing, repeat(settings_after(first, min_time),
+                                                         [&](std::uint64_t) { return search(); }));
+      const double ms = timing.median_seconds * 1e3;
+      if (!rescore) {
+        binary_ms = ms;
+        row.emplace_back(ms);
+      } else {
+        row.emplace_back(ms);
+        row.emplace_back(ms / binary_ms);
+        bench.report.summary.emplace_back(
+            "rescore x" + std::to_string(oversample) + ", " + std::to_string(queries) + " queries",
+            "rescored/binary " + ratio_text(ms / binary_ms) + " (" + format_value(ms, Unit::ms) +
+                " of " + format_value(binary_ms, Unit::ms) + " ms)");
+      }
+    }
+    row.emplace_back(std::uint64_t{sample.size()});
+    table.add_row(std::move(row));
+  }
+  if (!bench.skipped.rows.empty()) bench.report.sections.push_back(std::move(bench.skipped));
+  bench.skipped = {};
+  bench.publish();
+  return ok_status();
+}
+
 // ---- The bench ----
 
 Status measure(Bench& bench) {
@@ -851,6 +1025,7 @@ Status measure(Bench& bench) {
                                        "scale", configs, false));
   }
   if (swept("stream")) FERRY_RETURN_IF_ERROR(stream_table(bench));
+  if (swept("rescore")) FERRY_RETURN_IF_ERROR(rescore_table(bench));
   return ok_status();
 }
 

@@ -108,6 +108,12 @@ TEST_CASE("BinaryIndex: a tiny device budget streams from the host with identica
         check_results(REQUIRE_VALUE(resident.search(queries.bytes, 11, params)), expected, "resident");
         check_results(REQUIRE_VALUE(streamed.search(queries.bytes, 11, params)), expected, "streamed");
       }
+      // Enough queries that the host routes and merges them in several ranges at once, over
+      // many segments.
+      const Rows batch = make_rows(t.rng, 101, c.dims, c.type);
+      const SearchParams params{10, 10, true};
+      check_results(REQUIRE_VALUE(streamed.search(batch.bytes, 101, params)),
+                    model.search(batch, params), "streamed, 101 queries");
     }
   });
 }

@@ -314,6 +314,12 @@ void check_searches(BackendUnderTest& t, const Case& c, const Index& index,
     const SearchResults got = REQUIRE_VALUE(index.search(queries.bytes, 7, params));
     check_results(got, model.search(queries, params), "index against the model");
   }
+  // A batch the index merges in several ranges of queries at once (32 a range).
+  const Rows batch = make_rows(t.rng, 77, c.dims, c.type);
+  const SearchParams params{10, rescore ? 4u : 1u, rescore};
+  INFO("77 queries, rescore " << rescore);
+  check_results(REQUIRE_VALUE(index.search(batch.bytes, 77, params)), model.search(batch, params),
+                "a batch of 77 queries against the model");
 }
 
 // ---- packed codes ---------------------------------------------------------------------------

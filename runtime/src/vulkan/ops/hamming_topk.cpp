@@ -229,9 +229,16 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
   ops::HammingTopkArgs planned = args;
   planned.scratch_budget = has_scratch ? bindings[4].size : 0;
   // The bound passes (ops::hamming_bound_sample_groups): per query, the sample's group minima and
-  // their sorted k smallest (2 words a candidate), in the scratch after the candidates.
+  // their sorted k smallest (2 words a candidate), in the scratch after the candidates. Only for
+  // k in [kBoundMinK, kBoundMaxK]: measured on the H200 (docs/PERFORMANCE.md), the passes cost
+  // more than they save at k = 1 (the scan keeps one row anyway) and for large k (the sample
+  // grows with k, to the whole database at k = 1000: 8.2 and 250 ms instead of 7.4 and 34).
+  constexpr std::uint32_t kBoundMinK = 2, kBoundMaxK = 64;
+  const bool bounded = args.k >= kBoundMinK && args.k <= kBoundMaxK;
   FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan,
-                         ops::plan_bounded_hamming_topk(planned, "hamming_topk", span, 2, 2 * args.k));
+                         bounded ? ops::plan_bounded_hamming_topk(planned, "hamming_topk", span, 2,
+                                                                  2 * args.k)
+                                 : ops::plan_hamming_topk(planned, "hamming_topk", span));
   const std::uint32_t sample_groups = plan.bound_groups;
   if (plan.scratch_bytes > 0 && !has_scratch) {
     return Status(ErrorCode::internal, "hamming_topk: the plan needs scratch memory, none bound");
