@@ -55,13 +55,13 @@ constexpr OptionSpec kOptions[] = {
              "measured)",
      .fallback = "16", .quick = "8", .min = 1, .max = 1'000'000},
     {.name = "--index-rows", .kind = OptionKind::count, .metavar = "N",
-     .help = "rows of the rescore sweep's index", .fallback = "1000000", .quick = "20000",
+     .help = "rows of the rescore sweep's index", .fallback = "1000000", .quick = "4000",
      .min = 1, .max = kHammingMaxDatabaseRows - 1},
     {.name = "--index-dims", .kind = OptionKind::count, .metavar = "N",
      .help = "dimensions of the rescore sweep's float32 vectors (a multiple of 64)",
-     .fallback = "768", .quick = "128", .min = 64, .max = kBinaryIndexMaxDims},
+     .fallback = "768", .quick = "64", .min = 64, .max = kBinaryIndexMaxDims},
     {.name = "--index-queries", .kind = OptionKind::sizes, .metavar = "LIST",
-     .help = "query batches of the rescore sweep", .fallback = "1,16,1000", .quick = "1,16,100"},
+     .help = "query batches of the rescore sweep", .fallback = "1,16,1000", .quick = "1,9"},
     {.name = "--check-queries", .kind = OptionKind::count, .metavar = "N",
      .help = "queries per search whose top-k is checked against a brute-force search (spread "
              "over the batch; --queries checks every one)",
@@ -1064,9 +1064,10 @@ const Command kBenchSearch = {
         "found at build time (its distances checked too), and on CUDA devices a plain popcount\n"
         "kernel computing every distance without top-k. --sweeps adds k and code length\n"
         "sweeps, binary_quantize in GB/s of float input against a device-to-device copy, and\n"
-        "10M / 100M-row databases where memory allows (else listed as skipped), and a\n"
+        "10M / 100M-row databases where memory allows (else listed as skipped), a\n"
         "BinaryIndex whose codes stream from host memory at every search against an upload\n"
-        "of the same bytes.\n",
+        "of the same bytes, and a BinaryIndex search with rescoring (float32 vectors resident,\n"
+        "4k and 10k candidates) against its binary search alone.\n",
     .options = kOptions,
     .run = run,
 };

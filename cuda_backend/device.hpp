@@ -40,9 +40,11 @@ class CudaDevice final : public backend::BackendDevice {
   Status stream_wait(backend::BackendTimeline& timeline, std::uint64_t value,
                      std::uintptr_t stream) override;
   Status queue_wait_stream(QueueKind queue, std::uintptr_t stream) override;
-  // ibp_decode copies a host stream's tables to the scratch (ops/ibp_decode_kernel.cpp).
+  // ibp_decode copies a host stream's tables to the scratch (ops/ibp_decode_kernel.cpp);
+  // hamming_topk's pooled search keeps its pools there (ops/hamming_topk_kernel.cpp).
   bool uses_optional_scratch(ops::OpKind op) const override {
-    return op == ops::OpKind::ibp_decode;
+    return op == ops::OpKind::ibp_decode ||
+           (op == ops::OpKind::hamming_topk && kernel_for<ops::HammingTopkArgs>(kernels_).pools());
   }
   Status submit(QueueKind queue, const backend::Submission& submission) override;
   // From another CUDA device's buffer: one copy on a stream of this device, over NVLink or PCIe

@@ -132,6 +132,12 @@ for s in $steps; do
       # hamming_topk's popcount path, which the GPU's tensor-core path otherwise hides
       step conformance-cuda-popcount env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \
         FERRY_CUDA_HIDE_FEATURES=b1mma "$bin/ferry_conformance" --test-case='hamming*'
+      # hamming_topk's CUDA scans, each forced where the other would run by default (the pooled
+      # search for every bounded size, the buffered one for every k)
+      for scan in pooled buffered; do
+        step "conformance-cuda-$scan" env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \
+          FERRY_CUDA_HAMMING_SCAN=$scan "$bin/ferry_conformance" --test-case='hamming*,BinaryIndex*'
+      done
       # hamming_topk's Vulkan cooperative-matrix scan, which runs only when asked for
       step conformance-vulkan-coopmat env FERRY_BACKENDS=vulkan FERRY_REQUIRE=vulkan \
         FERRY_VALIDATION=1 FERRY_VULKAN_HAMMING_SCAN=coopmat \

@@ -2,7 +2,9 @@
 // Level 0 is the scan kernel (hamming_topk_scan.cuh: a warp per span of rows and tile of queries,
 // distances on the binary tensor cores or by popcount, a running threshold per query), after
 // the bound passes on the tensor-core path (the same kernel over a sample of rows, then
-// hamming_bound_kernel below). The merges are the shader's (shaders/hamming_topk.comp), line for
+// hamming_bound_kernel below); for the pooled search (hamming_topk_kernel.cpp) the scan fills
+// each query's pool and hamming_select_kernel below picks its k, with no merges. The merges are
+// the shader's (shaders/hamming_topk.comp), line for
 // line where they can be: a block keeps, per query, the min(k, count) smallest (distance, index)
 // pairs of its group of `count` candidates: a histogram of the distances gives the threshold T, a
 // bitmask of the items at T the lowest positions among them, and the kept keys (distance << 16 |
@@ -191,7 +193,138 @@ __global__ void __launch_bounds__(kHammingBlock) hamming_bound_kernel(HammingLau
     bound = b;
   }
   __syncthreads();
-  if (t == 0u) p.bounds[std::uint64_t{q} * p.sample_stride] = bound;
+  if (t == 0u) {
+    p.bounds[std::uint64_t{q} * p.sample_stride] = bound;
+    if (p.pool_counts != nullptr) p.pool_counts[q] = 0u;  // the pooled scan's, next
+  }
+}
+
+// Sorts keys[0, size) ascending; size a power of two. Every thread of the block calls (after a
+// barrier that follows the keys' writes).
+__device__ void sort_keys64(unsigned long long* keys, unsigned size) {
+  const unsigned t = threadIdx.x;
+  for (unsigned block = 2u; block <= size; block <<= 1) {
+    for (unsigned stride = block >> 1; stride > 0u; stride >>= 1) {
+      for (unsigned i = t; i < size / 2u; i += kHammingBlock) {
+        const unsigned a = 2u * i - (i & (stride - 1u)), b = a + stride;
+        const unsigned long long ka = keys[a], kb = keys[b];
+        if ((ka > kb) == ((a & block) == 0u)) {
+          keys[a] = kb;
+          keys[b] = ka;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+constexpr unsigned kSelectWarps = kHammingBlock / 32u;
+// The select pass's shared memory: the query's code (room for the longest), then its keys; the
+// exact pass has, after its kHammingK keys, the histogram, the ties per warp of a chunk and three
+// counters.
+constexpr unsigned kSelectCodeWords = kHammingBits / 32u;
+constexpr unsigned kExactWords = kHammingBits + 1u + kSelectWarps + 3u;
+
+// popc(row XOR query) for a row of the database and the query's code in shared memory.
+__device__ unsigned row_distance(const HammingLaunch& p, const unsigned* code, unsigned row) {
+  const std::uint32_t* x = p.database + std::uint64_t{row} * p.words;
+  unsigned d = 0u;
+  for (unsigned w = 0; w < p.words; ++w) d += __popc(__ldg(x + w) ^ code[w]);
+  return d;
+}
+
+// The select pass for a pool that overflowed: query q's keep nearest rows, exactly, by a pass
+// of its own over every row: a histogram of the distances gives the keep-th distance T; the rows
+// nearer than T all belong, and of the rows at T the first ones in index order (ranked chunk by
+// chunk with votes). keys[0, keep) are then sorted. Slow (two passes over the database for one
+// query), and only for ties beyond the pool: many rows at one distance.
+__device__ void exact_select(const HammingLaunch& p, const unsigned* code, unsigned keep,
+                             unsigned long long* keys) {
+  unsigned* hist = reinterpret_cast<unsigned*>(keys + kHammingK);
+  unsigned* warp_ties = hist + kHammingBits + 1u;
+  unsigned* counters = warp_ties + kSelectWarps;  // threshold, nearer, nearer rows placed
+  const unsigned t = threadIdx.x, lane = t & 31u, warp = t >> 5;
+  const unsigned bins = p.words * 32u + 1u;
+  for (unsigned b = t; b < bins; b += kHammingBlock) hist[b] = 0u;
+  __syncthreads();
+  for (unsigned row = t; row < p.items; row += kHammingBlock)
+    atomicAdd(&hist[row_distance(p, code, row)], 1u);
+  __syncthreads();
+  if (t == 0u) {
+    unsigned nearer = 0u, b = 0u;
+    while (nearer + hist[b] < keep) nearer += hist[b++];
+    counters[0] = b;
+    counters[1] = nearer;
+    counters[2] = 0u;
+  }
+  __syncthreads();
+  const unsigned threshold = counters[0], nearer = counters[1], need = keep - nearer;
+  unsigned taken = 0u;  // rows at the threshold met so far (the same in every thread)
+  for (unsigned first = 0u; first < p.items && (taken < need || counters[2] < nearer);
+       first += kHammingBlock) {
+    const unsigned row = first + t;
+    const unsigned d = row < p.items ? row_distance(p, code, row) : kNone;
+    if (d < threshold) keys[atomicAdd(&counters[2], 1u)] = static_cast<unsigned long long>(d) << 32 | row;
+    const bool tie = d == threshold;
+    const unsigned mask = __ballot_sync(0xFFFFFFFFu, tie);
+    if (lane == 0u) warp_ties[warp] = static_cast<unsigned>(__popc(mask));
+    __syncthreads();
+    unsigned rank = taken + static_cast<unsigned>(__popc(mask & ((1u << lane) - 1u)));
+    unsigned chunk = 0u;
+    for (unsigned w = 0; w < kSelectWarps; ++w) {
+      if (w < warp) rank += warp_ties[w];
+      chunk += warp_ties[w];
+    }
+    if (tie && rank < need) keys[nearer + rank] = static_cast<unsigned long long>(d) << 32 | row;
+    taken += chunk;
+    __syncthreads();  // warp_ties and counters[2] are read by every thread before the next chunk
+  }
+  unsigned size = 1u;
+  while (size < keep) size <<= 1;
+  for (unsigned i = keep + t; i < size; i += kHammingBlock) keys[i] = ~0ull;
+  __syncthreads();
+  sort_keys64(keys, size);
+}
+
+// The pooled search's select pass: a block per query of the slice takes the rows of the query's
+// pool (every row within its bound, so its k nearest are the answer), with their distances
+// recomputed, sorts their keys and writes the k smallest; an overflowed pool goes to
+// exact_select.
+__global__ void __launch_bounds__(kHammingBlock) hamming_select_kernel(HammingLaunch p) {
+  extern __shared__ unsigned long long select_shared[];
+  unsigned* code = reinterpret_cast<unsigned*>(select_shared);
+  unsigned long long* keys = select_shared + kSelectCodeWords / 2u;
+  const unsigned t = threadIdx.x, q = blockIdx.x;
+  const std::uint32_t* query = p.queries + std::uint64_t{p.query_begin + q} * p.words;
+  for (unsigned w = t; w < p.words; w += kHammingBlock) code[w] = query[w];
+  const unsigned n = p.pool_counts[q];
+  const unsigned keep = min(p.k, p.items);
+  unsigned kept = keep;
+  __syncthreads();
+  if (n <= p.pool_cap) {
+    const std::uint32_t* pool = p.pool + std::uint64_t{q} * p.pool_cap;
+    unsigned size = 1u;
+    while (size < n) size <<= 1;
+    for (unsigned i = t; i < size; i += kHammingBlock) {
+      unsigned long long key = ~0ull;
+      if (i < n) {
+        const unsigned row = pool[i];
+        key = static_cast<unsigned long long>(row_distance(p, code, row)) << 32 | row;
+      }
+      keys[i] = key;
+    }
+    __syncthreads();
+    sort_keys64(keys, size);
+    kept = min(keep, n);  // n >= keep: the bound has k rows within it
+  } else {
+    exact_select(p, code, keep, keys);
+  }
+  for (unsigned i = t; i < p.k; i += kHammingBlock) {
+    const std::uint64_t at = std::uint64_t{p.query_begin + q} * p.k + i;
+    const bool real = i < kept;
+    p.distances[at] = real ? static_cast<unsigned>(keys[i] >> 32) : kNone;
+    p.indices[at] = real ? static_cast<unsigned>(keys[i]) : kNone;
+  }
 }
 
 // The scan kernel of a tile size and path, as a function pointer (one switch for every use).
@@ -230,6 +363,10 @@ cudaError_t prepare_hamming_scan(HammingScanSupport& support) {
   if (cudaError_t e = cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(scan_kernel(4, true)));
       e != cudaSuccess)
     return e;
+  if (cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(hamming_select_kernel),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
+      e != cudaSuccess)
+    return e;
   support.mma = major >= 8 && attributes.binaryVersion >= 80 && attributes.ptxVersion >= 80;
   support.max_shared_bytes = static_cast<unsigned>(shared);
   return cudaSuccess;
@@ -245,9 +382,17 @@ cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, unsigned wa
       &blocks, scan_kernel(fragments, mma), static_cast<int>(32 * warps), shared_bytes);
 }
 
+unsigned hamming_select_shared_bytes(unsigned pool_cap) {
+  const unsigned exact = 8u * kHammingK + 4u * kExactWords;
+  return 4u * kSelectCodeWords + (8u * pool_cap > exact ? 8u * pool_cap : exact);
+}
+
 cudaError_t launch_hamming_topk(const HammingLaunch& launch, cudaStream_t stream) {
   (void)cudaGetLastError();  // report this launch only
-  if (launch.bound) {
+  if (launch.select) {
+    hamming_select_kernel<<<launch.query_count, kHammingBlock,
+                            hamming_select_shared_bytes(launch.pool_cap), stream>>>(launch);
+  } else if (launch.bound) {
     hamming_bound_kernel<<<launch.query_count, kHammingBlock, 0, stream>>>(launch);
   } else if (launch.from_codes) {
     const ScanKernel kernel = scan_kernel(launch.fragments, launch.mma);

@@ -1,6 +1,7 @@
 #include "hamming_topk_kernel.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -44,9 +45,113 @@ Status HammingTopkKernel::create(unsigned sm_count) {
   return Status();
 }
 
+Result<bool> HammingTopkKernel::record_pooled(const ops::HammingTopkArgs& args,
+                                              std::span<const backend::Binding> bindings,
+                                              cudaStream_t stream) const {
+  // The pools (ops::HammingPoolShape) where they pay, from kHammingMinPooledK on (the public
+  // call then offered scratch for them); FERRY_CUDA_HAMMING_SCAN=pooled or =buffered forces one
+  // way (for tests and measurements).
+  constexpr std::uint32_t kMinSlice = 32;
+  constexpr std::uint32_t kSampleGroupRows = ops::kHammingBoundGroupRows;
+  const ops::HammingPoolShape shape = ops::hamming_pool_shape(args);
+  const char* forced = std::getenv("FERRY_CUDA_HAMMING_SCAN");
+  const std::string_view forced_scan = forced != nullptr ? forced : "";
+  if (!support_.mma || shape.pool_cap == 0 || bindings.size() <= 4 || forced_scan == "buffered" ||
+      (forced_scan != "pooled" && args.k < ops::kHammingMinPooledK)) {
+    return false;
+  }
+  const std::uint32_t groups = shape.sample_groups;
+  const std::uint64_t pool_cap = shape.pool_cap;
+  const std::uint64_t per_query = shape.words_per_query;
+  FERRY_ASSIGN_OR_RETURN(std::byte* scratch, binding_address(bindings[4], "hamming_topk scratch"));
+  const std::uint64_t fits = bindings[4].size / (4 * per_query);
+  if (fits < kMinSlice && fits < args.queries) return false;
+  // Slices of equal size (each re-reads the database: the same total scan work).
+  const std::uint64_t most = std::min<std::uint64_t>(fits, 65535);
+  const std::uint64_t slices = (args.queries + most - 1) / most;
+  const auto slice = static_cast<std::uint32_t>((args.queries + slices - 1) / slices);
+
+  // Warps keep no buffers: tiles of 16 queries (fewer for a small search), 4 warps a block.
+  unsigned fragments = 2;
+  while (fragments > 1 && 8 * (fragments / 2) >= slice) fragments /= 2;
+  const unsigned warps = kHammingScanWarps;
+  const unsigned shared = hamming_scan_shared_bytes(fragments, 0, args.words, warps);
+  int blocks_per_sm = 0;
+  if (const cudaError_t error =
+          hamming_scan_blocks_per_sm(fragments, true, warps, shared, blocks_per_sm);
+      error != cudaSuccess) {
+    return cuda_status(error, "hamming_scan_blocks_per_sm (hamming_topk kernel)");
+  }
+  if (blocks_per_sm < 1 || shared > support_.max_shared_bytes) return false;
+  const unsigned tile = 8 * fragments;
+  const std::uint32_t span = ops::hamming_scan_span(
+      args.rows, slice, tile, kHammingScanStepRows,
+      std::uint64_t{sm_count_} * static_cast<unsigned>(blocks_per_sm) * warps / 2);
+
+  HammingLaunch launch;
+  const char* roles[] = {"hamming_topk queries", "hamming_topk database",
+                         "hamming_topk distances", "hamming_topk indices"};
+  std::byte* addresses[4] = {};
+  for (int i = 0; i < 4; ++i) {
+    FERRY_ASSIGN_OR_RETURN(addresses[i], binding_address(bindings[i], roles[i]));
+  }
+  launch.queries = reinterpret_cast<const std::uint32_t*>(addresses[0]);
+  launch.database = reinterpret_cast<const std::uint32_t*>(addresses[1]);
+  launch.distances = reinterpret_cast<std::uint32_t*>(addresses[2]);
+  launch.indices = reinterpret_cast<std::uint32_t*>(addresses[3]);
+  launch.scratch = reinterpret_cast<std::uint32_t*>(scratch);
+  launch.words = args.words;
+  launch.k = args.k;
+  launch.mma = true;
+  launch.fragments = fragments;
+  launch.cap = 0;
+  launch.warps = warps;
+  launch.pool_cap = static_cast<std::uint32_t>(pool_cap);
+  launch.pool = launch.scratch;
+  launch.pool_counts = launch.scratch + std::uint64_t{slice} * pool_cap;
+  launch.minima = launch.pool_counts + slice;
+  launch.sample_stride = groups + 1;
+  launch.sample_groups = groups;
+  for (std::uint32_t begin = 0; begin < args.queries; begin += slice) {
+    launch.query_begin = begin;
+    launch.query_count = std::min(slice, args.queries - begin);
+    const unsigned tiles = (launch.query_count + tile - 1) / tile;
+    launch.tiles_per_block = warps;
+    while (launch.tiles_per_block > 1 && launch.tiles_per_block / 2 >= tiles) launch.tiles_per_block /= 2;
+    // The sample pass (a span per group of the sample), the bounds (zeroing the pools' counts),
+    // the scan filling the pools, the selection.
+    HammingLaunch sample = launch;
+    sample.from_codes = true;
+    sample.sample = true;
+    sample.items = shape.sample_rows;
+    sample.group_items = kSampleGroupRows;
+    sample.groups = (sample.items + kSampleGroupRows - 1) / kSampleGroupRows;
+    HammingLaunch bound = launch;
+    bound.bound = true;
+    bound.bounds = launch.minima + groups;  // query q's at q * sample_stride
+    HammingLaunch scan = launch;
+    scan.from_codes = true;
+    scan.pooled = true;
+    scan.bounds = bound.bounds;
+    scan.items = args.rows;
+    scan.group_items = span;
+    scan.groups = (args.rows + span - 1) / span;
+    HammingLaunch select = launch;
+    select.select = true;
+    select.items = args.rows;
+    for (const HammingLaunch* pass : {&sample, &bound, &scan, &select}) {
+      if (const cudaError_t error = launch_hamming_topk(*pass, stream); error != cudaSuccess)
+        return cuda_status(error, "launch_hamming_topk (hamming_topk kernel)");
+    }
+  }
+  return true;
+}
+
 Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
                                  std::span<const backend::Binding> bindings,
                                  cudaStream_t stream) const {
+  FERRY_ASSIGN_OR_RETURN(const bool pooled, record_pooled(args, bindings, stream));
+  if (pooled) return Status();
   // A warp's tile: 16 queries up to k = 128 (on the H200, 1000 x 1M x 256-bit, k = 10: 0.60 ms
   // against 0.70 with 32, whose buffers take more shared memory and so fewer warps per SM, and
   // 0.87 with 8), 8 beyond (a larger k needs larger key buffers), and no more than the search

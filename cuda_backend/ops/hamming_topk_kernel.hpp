@@ -18,8 +18,15 @@ class HammingTopkKernel {
   // Enqueues the passes on `stream`, in order (a stream runs them one after another).
   Status record(const ops::HammingTopkArgs& args, std::span<const backend::Binding> bindings,
                 cudaStream_t stream) const;
+  // Whether it pools (the tensor-core path): the public call then offers it scratch for the pools.
+  bool pools() const { return support_.mma; }
 
  private:
+  // The pooled search (hamming_topk_launch.hpp) when the bounds exist and the pools fit the
+  // scratch; false (nothing enqueued) when they do not.
+  Result<bool> record_pooled(const ops::HammingTopkArgs& args,
+                             std::span<const backend::Binding> bindings, cudaStream_t stream) const;
+
   unsigned sm_count_ = 1;
   HammingScanSupport support_;
 };

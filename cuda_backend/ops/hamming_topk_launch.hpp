@@ -43,6 +43,17 @@ struct HammingLaunch {
   bool bound = false;        // the pass that picks the bounds from the minima
   std::uint32_t sample_groups = 0;
   std::uint32_t sample_stride = 0;
+  // The pooled search (the tensor-core path with bounds, hamming_topk_kernel.cpp): the scan
+  // (pooled = true) appends every row within its query's bound to the query's pool (its index),
+  // counting them in pool_counts (which the bound pass zeroes); then the select pass (select =
+  // true, a block per query) recomputes the pool's distances, sorts the keys distance << 32 | row
+  // and writes the k smallest, or, for a pool that overflowed (more than pool_cap rows within the
+  // bound: ties), finds them by an exact pass of its own over every row.
+  bool pooled = false;
+  bool select = false;
+  std::uint32_t pool_cap = 0;                  // rows per query: a power of two
+  std::uint32_t* pool_counts = nullptr;        // per query of the slice
+  std::uint32_t* pool = nullptr;               // [slice queries x pool_cap]
   unsigned warps = 0;        // level 0: warps per block (1, 2 or 4)
   unsigned tiles_per_block = 0;  // level 0: query tiles per block (divides warps); the block's
                                  // other warps take the next spans of those tiles
@@ -72,6 +83,10 @@ cudaError_t prepare_hamming_scan(HammingScanSupport& support);
 unsigned hamming_scan_shared_bytes(unsigned fragments, unsigned cap, unsigned words, unsigned warps);
 cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, unsigned warps,
                                        unsigned shared_bytes, int& blocks);
+
+// The select pass's dynamic shared memory: the sorted pool, or the exact pass's histogram, query
+// code and kept keys.
+unsigned hamming_select_shared_bytes(unsigned pool_cap);
 
 cudaError_t launch_hamming_topk(const HammingLaunch& launch, cudaStream_t stream);
 

@@ -28,6 +28,12 @@
 // rows), hamming_bound_kernel takes the k-th smallest of those minima, and no row beyond it can
 // be among the k nearest. Rows turned away leave a span's run short: its empty slots are padding,
 // which the merges count out.
+//
+// Pooled (p.pooled, where the bounds exist and the pools fit the scratch): the warps keep no
+// buffers and never cut; every row within its query's bound goes to that query's pool in global
+// memory, and the select pass (hamming_topk.cu) picks the k. With a bound from the sample, a
+// query's pool holds about k times the database's size over the sample's, so the scan runs at
+// the rate of its products and votes, with nothing to merge.
 #pragma once
 
 #include <cstdint>
@@ -148,6 +154,13 @@ __device__ void sort_keys(unsigned* keys, unsigned n, unsigned lane) {
       __syncwarp();
     }
   }
+}
+
+// The pooled search: a row within query `query`'s bound joins its pool (slots past pool_cap are
+// counted, not written: the select pass then finds that query's k by an exact pass).
+__device__ __forceinline__ void pool_append(const HammingLaunch& p, unsigned query, unsigned row) {
+  const unsigned at = atomicAdd(&p.pool_counts[query], 1u);
+  if (at < p.pool_cap) p.pool[std::uint64_t{query} * p.pool_cap + at] = row;
 }
 
 // One warp's buffers and their upkeep.
@@ -349,8 +362,12 @@ __global__ void __launch_bounds__(kHammingScanWarps * 32) hamming_scan_kernel(Ha
             for (unsigned e = 0; e < 4; ++e) {
               const unsigned row = first + 16u * t + g + (e >= 2 ? 8u : 0u);
               if (d[t][f][e] < 0 && row < span_rows) {
-                full |= buffers.insert(8u * f + 2u * tg + (e & 1u),
-                                       static_cast<unsigned>(d[t][f][e] - c[f][e]), row);
+                const unsigned j = 8u * f + 2u * tg + (e & 1u);
+                if (p.pooled) {
+                  pool_append(p, tile_begin + j, span_begin + row);
+                } else {
+                  full |= buffers.insert(j, static_cast<unsigned>(d[t][f][e] - c[f][e]), row);
+                }
               }
             }
           }
@@ -468,6 +485,7 @@ __global__ void __launch_bounds__(kHammingScanWarps * 32) hamming_scan_kernel(Ha
       write_minima();
       return;
     }
+    if (p.pooled) return;  // the select pass takes it from the pools
   } else {
     // The popcount path: lane l takes row l of each step, against every query of the tile.
     int limits[kQueries];

@@ -3,6 +3,7 @@
 #include "ferry/ops/hamming_topk.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +67,11 @@ Status hamming_topk(CommandList& commands, const HammingTopkBuffers& buffers,
   args.k = params.k;
   FERRY_ASSIGN_OR_RETURN(args.scratch_budget, detail::scratch_slab_bytes(buffers.queries, kCall));
   FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan, ops::plan_hamming_topk(args, kCall));
+  // A backend that pools (ops::HammingPoolShape) gets room for its pools where they pay.
+  FERRY_ASSIGN_OR_RETURN(const bool pools, detail::uses_optional_scratch(
+                                               buffers.queries, ops::OpKind::hamming_topk, kCall));
+  const std::uint64_t scratch_bytes =
+      pools ? std::max(plan.scratch_bytes, ops::hamming_pool_scratch_bytes(args)) : plan.scratch_bytes;
 
   const detail::BindingRequest bindings[] = {
       {&buffers.queries, buffers.queries_offset, *query_bytes, backend::Access::read, "queries"},
@@ -75,7 +81,7 @@ Status hamming_topk(CommandList& commands, const HammingTopkBuffers& buffers,
        "distances"},
       {&buffers.indices, buffers.indices_offset, *output_bytes, backend::Access::write,
        "indices"}};
-  return detail::OpRecorder::record(commands, kCall, args, bindings, plan.scratch_bytes);
+  return detail::OpRecorder::record(commands, kCall, args, bindings, scratch_bytes);
 }
 
 namespace ops {
@@ -103,6 +109,33 @@ std::uint32_t hamming_bound_sample_groups(std::uint32_t rows, std::uint32_t k) {
       (std::uint64_t{rows} + kHammingBoundGroupRows - 1) / kHammingBoundGroupRows);
   const std::uint32_t groups = std::min(row_groups, std::max(256u, 4 * k));
   return groups >= k ? groups : 0;
+}
+
+HammingPoolShape hamming_pool_shape(const HammingTopkArgs& args) {
+  HammingPoolShape shape;
+  const std::uint32_t groups = hamming_bound_sample_groups(args.rows, args.k);
+  if (groups == 0) return shape;
+  const std::uint64_t sample_rows =
+      std::min<std::uint64_t>(std::uint64_t{groups} * kHammingBoundGroupRows, args.rows);
+  const std::uint64_t parts = (args.rows + sample_rows - 1) / sample_rows;
+  const std::uint64_t cap =
+      std::bit_ceil(std::max<std::uint64_t>(kHammingMinPool, 3 * args.k * parts + args.k));
+  if (cap > kHammingMaxPool) return shape;
+  shape.sample_groups = groups;
+  shape.sample_rows = static_cast<std::uint32_t>(sample_rows);
+  shape.pool_cap = static_cast<std::uint32_t>(cap);
+  shape.words_per_query = cap + 1 + groups + 1;
+  return shape;
+}
+
+std::uint64_t hamming_pool_scratch_bytes(const HammingTopkArgs& args) {
+  const HammingPoolShape shape = hamming_pool_shape(args);
+  if (shape.pool_cap == 0 || args.k < kHammingMinPooledK) return 0;
+  const std::uint64_t per_query = 4 * shape.words_per_query;
+  const std::uint64_t all = std::min<std::uint64_t>(args.queries, 65535) * per_query;
+  const std::uint64_t most = std::min(kHammingScratchTarget, args.scratch_budget);
+  if (per_query > most) return 0;
+  return std::min(all, most / per_query * per_query);
 }
 
 std::uint32_t hamming_scan_min_cap(std::uint32_t k, std::uint32_t round_rows) {

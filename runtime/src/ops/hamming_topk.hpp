@@ -108,6 +108,34 @@ std::uint32_t hamming_scan_min_cap(std::uint32_t k, std::uint32_t round_rows);
 inline constexpr std::uint32_t kHammingBoundGroupRows = 256;
 std::uint32_t hamming_bound_sample_groups(std::uint32_t rows, std::uint32_t k);
 
+// The pooled search (the CUDA backend's tensor-core path, cuda_backend/ops/hamming_topk_launch.hpp):
+// the bound passes, then every row within its query's bound into the query's pool, then a
+// selection per query. About k rows per sample's worth of the database lie within a bound, so a
+// pool holds three times that and k more, at least kHammingMinPool keys (a power of two); none
+// beyond kHammingMaxPool (a large k over a small sample: the buffered scan does better) or
+// without a bound. Pools that overflow all the same (ties at the bound) cost their query an exact
+// pass of its own.
+inline constexpr std::uint32_t kHammingMinPool = 1024;
+inline constexpr std::uint32_t kHammingMaxPool = 8192;
+// From this k on the pools pay (at k = 1 the buffered scan keeps one row per query and is
+// faster; measured on the H200, docs/PERFORMANCE.md), and the public call offers a backend that
+// pools scratch for them, up to kHammingScratchTarget like any search (the header's promise), in
+// slices of queries.
+inline constexpr std::uint32_t kHammingMinPooledK = 2;
+struct HammingPoolShape {
+  std::uint32_t sample_groups = 0;  // hamming_bound_sample_groups
+  std::uint32_t sample_rows = 0;    // the first rows, in groups of kHammingBoundGroupRows
+  std::uint32_t pool_cap = 0;       // keys per query; 0: no pooled search for these arguments
+  // Scratch per query, in 32-bit words: the pool (a row index a key: the selection recomputes
+  // their distances), its count, the sample's minima and the bound.
+  std::uint64_t words_per_query = 0;
+};
+HammingPoolShape hamming_pool_shape(const HammingTopkArgs& args);
+// The scratch the public call offers a backend that pools (BackendDevice::uses_optional_scratch):
+// every query's pools (at most 65535 queries, kHammingScratchTarget and the slab), or 0 below
+// kHammingMinPooledK or without a pool shape.
+std::uint64_t hamming_pool_scratch_bytes(const HammingTopkArgs& args);
+
 // One dispatch (per query slice).
 struct HammingPass {
   bool from_codes = false;        // level 0 (else a merge of candidates)

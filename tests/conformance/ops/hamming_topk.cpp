@@ -175,6 +175,12 @@ TEST_CASE("hamming_topk: random and tied codes of every length, any k and size, 
         {320, 9, 7000, 700, 0, true},         // a large k: tiles of 4, half a quad of code
         {256, 40, 30000, 10, 0, false, true},  // nearer rows keep coming: compaction after
         {512, 5, 20000, 200, 0, false, true},  // compaction, thresholds ever lower
+        // Sizes where CUDA's pooled search runs (a bound from a sample of >= k groups of 256
+        // rows): a large k from pools of 2048 and 8192 keys, and pools that overflow (ties at
+        // the bound: 6000 rows of each of 10 codes), which take the exact pass.
+        {256, 5, 80000, 300, 0, true},
+        {256, 2, 262144, 1000},
+        {256, 4, 60000, 200, 10},
     };
     for (const SearchCase& c : cases) check_case(t, t.device, c);
   });

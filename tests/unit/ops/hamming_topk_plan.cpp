@@ -279,3 +279,54 @@ TEST_CASE("hamming_topk plan: the Vulkan scan's tile and buffers fit its shared 
   CHECK(hamming_scan_shape(10, 8, 16).tile == 16);      // few queries: a tile they fill
   CHECK(hamming_scan_shape(10, 8, 17).tile == 32);
 }
+
+TEST_CASE("hamming_topk plan: the pooled search's pools and the scratch offered for them") {
+  using ferry::ops::HammingPoolShape;
+  std::mt19937_64 rng(31);
+  for (int trial = 0; trial < 2000; ++trial) {
+    ferry::ops::HammingTopkArgs args;
+    args.words = 8;
+    args.k = 1 + static_cast<std::uint32_t>(rng() % 1024);
+    args.rows = 1 + static_cast<std::uint32_t>(rng() % 3'000'000);
+    args.queries = 1 + static_cast<std::uint32_t>(rng() % 70'000);
+    args.scratch_budget = (1ull << (16 + rng() % 12));  // 64 KiB to 128 MiB
+    INFO("k " << args.k << ", rows " << args.rows << ", queries " << args.queries << ", budget "
+              << args.scratch_budget);
+    const HammingPoolShape shape = ferry::ops::hamming_pool_shape(args);
+    const std::uint32_t groups = ferry::ops::hamming_bound_sample_groups(args.rows, args.k);
+    const std::uint64_t scratch = ferry::ops::hamming_pool_scratch_bytes(args);
+    if (shape.pool_cap == 0) {
+      CHECK(scratch == 0);
+      // None: no bound, or more than the largest pool wanted.
+      if (groups != 0) {
+        const std::uint64_t sample = std::min<std::uint64_t>(std::uint64_t{groups} * 256, args.rows);
+        const std::uint64_t parts = (args.rows + sample - 1) / sample;
+        CHECK(3 * args.k * parts + args.k > ferry::ops::kHammingMaxPool);
+      }
+      continue;
+    }
+    REQUIRE(groups != 0);
+    CHECK(shape.sample_groups == groups);
+    CHECK(shape.sample_rows == std::min<std::uint64_t>(std::uint64_t{groups} * 256, args.rows));
+    const std::uint64_t parts = (args.rows + shape.sample_rows - 1) / shape.sample_rows;
+    CHECK(std::has_single_bit(shape.pool_cap));
+    CHECK(shape.pool_cap >= ferry::ops::kHammingMinPool);
+    CHECK(shape.pool_cap <= ferry::ops::kHammingMaxPool);
+    CHECK(shape.pool_cap >= 3 * args.k * parts + args.k);
+    CHECK(shape.pool_cap / 2 < std::max<std::uint64_t>(ferry::ops::kHammingMinPool, 3 * args.k * parts + args.k));
+    CHECK(shape.words_per_query == std::uint64_t{shape.pool_cap} + groups + 2);
+    const std::uint64_t per_query = 4 * shape.words_per_query;
+    if (args.k < ferry::ops::kHammingMinPooledK ||
+        per_query > std::min(ferry::ops::kHammingScratchTarget, args.scratch_budget)) {
+      CHECK(scratch == 0);
+      continue;
+    }
+    // Whole queries' pools, every query's when they fit, within the target and the slab.
+    CHECK(scratch % per_query == 0);
+    CHECK(scratch >= per_query);
+    CHECK(scratch <= std::min(ferry::ops::kHammingScratchTarget, args.scratch_budget));
+    const std::uint64_t queries = std::min<std::uint32_t>(args.queries, 65535);
+    CHECK((scratch == queries * per_query ||
+           scratch + per_query > std::min(ferry::ops::kHammingScratchTarget, args.scratch_budget)));
+  }
+}
