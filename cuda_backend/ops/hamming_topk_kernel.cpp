@@ -34,6 +34,21 @@ bool feature_hidden(std::string_view feature) {
   return false;
 }
 
+// The queries, database and outputs (the first four bindings) into `launch`.
+Status bind_operands(std::span<const backend::Binding> bindings, HammingLaunch& launch) {
+  const char* roles[] = {"hamming_topk queries", "hamming_topk database",
+                         "hamming_topk distances", "hamming_topk indices"};
+  std::byte* addresses[4] = {};
+  for (int i = 0; i < 4; ++i) {
+    FERRY_ASSIGN_OR_RETURN(addresses[i], binding_address(bindings[i], roles[i]));
+  }
+  launch.queries = reinterpret_cast<const std::uint32_t*>(addresses[0]);
+  launch.database = reinterpret_cast<const std::uint32_t*>(addresses[1]);
+  launch.distances = reinterpret_cast<std::uint32_t*>(addresses[2]);
+  launch.indices = reinterpret_cast<std::uint32_t*>(addresses[3]);
+  return Status();
+}
+
 }  // namespace
 
 Status HammingTopkKernel::create(unsigned sm_count) {
@@ -89,16 +104,7 @@ Result<bool> HammingTopkKernel::record_pooled(const ops::HammingTopkArgs& args,
       std::uint64_t{sm_count_} * static_cast<unsigned>(blocks_per_sm) * warps / 2);
 
   HammingLaunch launch;
-  const char* roles[] = {"hamming_topk queries", "hamming_topk database",
-                         "hamming_topk distances", "hamming_topk indices"};
-  std::byte* addresses[4] = {};
-  for (int i = 0; i < 4; ++i) {
-    FERRY_ASSIGN_OR_RETURN(addresses[i], binding_address(bindings[i], roles[i]));
-  }
-  launch.queries = reinterpret_cast<const std::uint32_t*>(addresses[0]);
-  launch.database = reinterpret_cast<const std::uint32_t*>(addresses[1]);
-  launch.distances = reinterpret_cast<std::uint32_t*>(addresses[2]);
-  launch.indices = reinterpret_cast<std::uint32_t*>(addresses[3]);
+  FERRY_RETURN_IF_ERROR(bind_operands(bindings, launch));
   launch.scratch = reinterpret_cast<std::uint32_t*>(scratch);
   launch.words = args.words;
   launch.k = args.k;
@@ -203,16 +209,7 @@ Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
                                       : ops::plan_hamming_topk(planned, "hamming_topk", span));
   const std::uint32_t sample_groups = plan.bound_groups;
   HammingLaunch launch;
-  const char* roles[] = {"hamming_topk queries", "hamming_topk database",
-                         "hamming_topk distances", "hamming_topk indices"};
-  std::byte* addresses[4] = {};
-  for (int i = 0; i < 4; ++i) {
-    FERRY_ASSIGN_OR_RETURN(addresses[i], binding_address(bindings[i], roles[i]));
-  }
-  launch.queries = reinterpret_cast<const std::uint32_t*>(addresses[0]);
-  launch.database = reinterpret_cast<const std::uint32_t*>(addresses[1]);
-  launch.distances = reinterpret_cast<std::uint32_t*>(addresses[2]);
-  launch.indices = reinterpret_cast<std::uint32_t*>(addresses[3]);
+  FERRY_RETURN_IF_ERROR(bind_operands(bindings, launch));
   if (plan.scratch_bytes > 0) {
     if (!has_scratch) {
       return Status(ErrorCode::internal, "hamming_topk: the plan needs scratch memory, none bound");

@@ -59,10 +59,13 @@ std::vector<SearchPart> search_parts(const index::SegmentStore& codes, std::uint
   return parts;
 }
 
-// Runs body(first, end) over ranges of the `count` queries (kQueriesPerRange each, the last one
-// shorter), on the host's workers for a large batch: the per-query merges of 1000 queries took ~14 ms on one core of an H200 host (the
-// device's search of them: ~6 ms). An allocation failure in a range is the call's error.
+// Ranges of queries the host merges and routes on its workers: on one core of an H200 host, the
+// merges and candidate routing of a 1000-query rescoring search took ~20 ms, three times the
+// device's part (docs/PERFORMANCE.md).
 constexpr std::uint32_t kQueriesPerRange = 32;
+
+// Runs body(first, end) over ranges of kQueriesPerRange of the `count` queries (the last one
+// shorter), on the host's workers. An allocation failure in a range is the call's error.
 
 Status for_query_ranges(std::uint32_t count, const char* what,
                         const std::function<void(std::uint32_t, std::uint32_t)>& body) {
