@@ -133,8 +133,9 @@ for s in $steps; do
       step conformance-cuda-popcount env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \
         FERRY_CUDA_HIDE_FEATURES=b1mma "$bin/ferry_conformance" --test-case='hamming*'
       # hamming_topk's CUDA scans, each forced where the other would run by default (the pooled
-      # search for every bounded size, the buffered one for every k)
-      for scan in pooled buffered; do
+      # search for every bounded size, the buffered one for every k), and the pooled search's
+      # exact pass for every query (pooled-exact: pools that hold nothing)
+      for scan in pooled buffered pooled-exact; do
         step "conformance-cuda-$scan" env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \
           FERRY_CUDA_HAMMING_SCAN=$scan "$bin/ferry_conformance" --test-case='hamming*,BinaryIndex*'
       done

@@ -260,8 +260,7 @@ __device__ void exact_select(const HammingLaunch& p, const unsigned* code, unsig
   __syncthreads();
   const unsigned threshold = counters[0], nearer = counters[1], need = keep - nearer;
   unsigned taken = 0u;  // rows at the threshold met so far (the same in every thread)
-  for (unsigned first = 0u; first < p.items && (taken < need || counters[2] < nearer);
-       first += kHammingBlock) {
+  for (unsigned first = 0u; first < p.items; first += kHammingBlock) {
     const unsigned row = first + t;
     const unsigned d = row < p.items ? row_distance(p, code, row) : kNone;
     if (d < threshold) keys[atomicAdd(&counters[2], 1u)] = static_cast<unsigned long long>(d) << 32 | row;
@@ -277,7 +276,10 @@ __device__ void exact_select(const HammingLaunch& p, const unsigned* code, unsig
     }
     if (tie && rank < need) keys[nearer + rank] = static_cast<unsigned long long>(d) << 32 | row;
     taken += chunk;
-    __syncthreads();  // warp_ties and counters[2] are read by every thread before the next chunk
+    __syncthreads();  // the chunk's nearer rows are counted
+    const bool done = taken >= need && counters[2] >= nearer;  // the same in every thread
+    __syncthreads();  // every thread has read the count before the next chunk adds to it
+    if (done) break;
   }
   unsigned size = 1u;
   while (size < keep) size <<= 1;

@@ -65,14 +65,16 @@ Result<bool> HammingTopkKernel::record_pooled(const ops::HammingTopkArgs& args,
                                               cudaStream_t stream) const {
   // The pools (ops::HammingPoolShape) where they pay, from kHammingMinPooledK on (the public
   // call then offered scratch for them); FERRY_CUDA_HAMMING_SCAN=pooled or =buffered forces one
-  // way (for tests and measurements).
+  // way (for tests and measurements), =pooled-exact the pooled search with pools that hold
+  // nothing, so that every query takes the select kernel's exact pass (for tests).
   constexpr std::uint32_t kMinSlice = 32;
   constexpr std::uint32_t kSampleGroupRows = ops::kHammingBoundGroupRows;
   const ops::HammingPoolShape shape = ops::hamming_pool_shape(args);
   const char* forced = std::getenv("FERRY_CUDA_HAMMING_SCAN");
   const std::string_view forced_scan = forced != nullptr ? forced : "";
+  const bool forced_pools = forced_scan == "pooled" || forced_scan == "pooled-exact";
   if (!support_.mma || shape.pool_cap == 0 || bindings.size() <= 4 || forced_scan == "buffered" ||
-      (forced_scan != "pooled" && args.k < ops::kHammingMinPooledK)) {
+      (!forced_pools && args.k < ops::kHammingMinPooledK)) {
     return false;
   }
   const std::uint32_t groups = shape.sample_groups;
@@ -112,7 +114,7 @@ Result<bool> HammingTopkKernel::record_pooled(const ops::HammingTopkArgs& args,
   launch.fragments = fragments;
   launch.cap = 0;
   launch.warps = warps;
-  launch.pool_cap = static_cast<std::uint32_t>(pool_cap);
+  launch.pool_cap = forced_scan == "pooled-exact" ? 0 : static_cast<std::uint32_t>(pool_cap);
   launch.pool = launch.scratch;
   launch.pool_counts = launch.scratch + std::uint64_t{slice} * pool_cap;
   launch.minima = launch.pool_counts + slice;
