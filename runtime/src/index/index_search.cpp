@@ -66,7 +66,6 @@ constexpr std::uint32_t kQueriesPerRange = 32;
 
 // Runs body(first, end) over ranges of kQueriesPerRange of the `count` queries (the last one
 // shorter), on the host's workers. An allocation failure in a range is the call's error.
-
 Status for_query_ranges(std::uint32_t count, const char* what,
                         const std::function<void(std::uint32_t, std::uint32_t)>& body) {
   const std::size_t ranges = (std::size_t{count} + kQueriesPerRange - 1) / kQueriesPerRange;
