@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string>
 #include <thread>
@@ -581,6 +582,20 @@ std::vector<float> random_floats(std::uint64_t count, std::uint64_t seed) {
   return values;
 }
 
+// Sign codes of `rows` rows of `dims` values, as binary_quantize writes them with threshold
+// zero: bit j of a row is x_j > 0, rows binary_code_bytes(dims) apart.
+std::vector<std::byte> sign_codes(std::span<const float> values, std::uint64_t rows,
+                                  std::uint32_t dims) {
+  const std::uint64_t code_bytes = binary_code_bytes(dims);
+  std::vector<std::byte> codes(rows * code_bytes, std::byte{0});
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    for (std::uint32_t j = 0; j < dims; ++j) {
+      if (values[r * dims + j] > 0.0f) codes[r * code_bytes + j / 8] |= std::byte{1} << (j % 8);
+    }
+  }
+  return codes;
+}
+
 Status quantize_table(Bench& bench) {
   const auto rows = static_cast<std::uint32_t>(
       std::min<std::uint64_t>(bench.number("--rows"), UINT32_MAX));
@@ -646,12 +661,8 @@ Status quantize_table(Bench& bench) {
     const std::uint64_t code_bytes = binary_code_bytes(dims);
     const std::vector<std::uint32_t> sample = sample_queries(rows, 1000);
     for (std::uint32_t row : sample) {
-      std::vector<std::byte> want(code_bytes, std::byte{0});
-      for (std::uint32_t j = 0; j < dims; ++j) {
-        float x = 0;
-        std::memcpy(&x, input.data() + (std::uint64_t{row} * dims + j) * 4, 4);
-        if (x > 0.0f) want[j / 8] |= std::byte{1} << (j % 8);
-      }
+      const std::vector<std::byte> want =
+          sign_codes(std::span(values).subspan(std::uint64_t{row} * dims, dims), 1, dims);
       FERRY_RETURN_IF_ERROR(compare_bytes(std::span(result).subspan(row * code_bytes, code_bytes),
                                           want, "binary_quantize row " + std::to_string(row)));
     }
@@ -828,18 +839,6 @@ ScoredTruth rescore_truth(const Codes& codes, std::uint32_t query, std::uint32_t
   return truth;
 }
 
-// Sign codes (bit j = x_j > 0, binary_quantize's layout) of `rows` rows of `dims` values.
-std::vector<std::byte> sign_codes(std::span<const float> values, std::uint64_t rows,
-                                  std::uint32_t dims) {
-  std::vector<std::byte> codes(rows * dims / 8, std::byte{0});
-  for (std::uint64_t r = 0; r < rows; ++r) {
-    for (std::uint32_t j = 0; j < dims; ++j) {
-      if (values[r * dims + j] > 0.0f) codes[(r * dims + j) / 8] |= std::byte{1} << (j % 8);
-    }
-  }
-  return codes;
-}
-
 Status rescore_table(Bench& bench) {
   constexpr std::uint32_t kK = kDefaultK;
   constexpr std::uint32_t kOversample[] = {4, 10};
@@ -925,12 +924,18 @@ Status rescore_table(Bench& bench) {
                           std::span(query_values).subspan(std::uint64_t{q} * dims, dims), dims);
         for (std::uint32_t j = 0; j < kK; ++j) {
           const std::uint64_t at = std::uint64_t{q} * kK + j;
-          const std::uint64_t want_id = rescore ? truth.scored[j].second : truth.hamming[j].second;
-          const float want_score = rescore ? truth.scored[j].first
-                                           : static_cast<float>(truth.hamming[j].first);
-          if (results->ids[at] != want_id ||
-              std::bit_cast<std::uint32_t>(results->scores[at]) !=
-                  std::bit_cast<std::uint32_t>(want_score)) {
+          // Past the rows (fewer than k): padding, a NaN score.
+          const bool real = j < truth.scored.size();
+          const std::uint64_t want_id = !real    ? kBinaryIndexNoId
+                                        : rescore ? truth.scored[j].second
+                                                  : truth.hamming[j].second;
+          const float want_score = !real    ? std::numeric_limits<float>::quiet_NaN()
+                                   : rescore ? truth.scored[j].first
+                                             : static_cast<float>(truth.hamming[j].first);
+          const bool same_score = real ? std::bit_cast<std::uint32_t>(results->scores[at]) ==
+                                             std::bit_cast<std::uint32_t>(want_score)
+                                       : std::isnan(results->scores[at]);
+          if (results->ids[at] != want_id || !same_score) {
             return Status(ErrorCode::internal,
                           "wrong rescore result: " + std::to_string(queries) + " queries, "
                           "oversample " + std::to_string(oversample) + ", query " +
@@ -944,11 +949,10 @@ Status rescore_table(Bench& bench) {
       FERRY_ASSIGN_OR_RETURN(const Timing timing, repeat(settings_after(first, min_time),
                                                          [&](std::uint64_t) { return search(); }));
       const double ms = timing.median_seconds * 1e3;
+      row.emplace_back(ms);
       if (!rescore) {
         binary_ms = ms;
-        row.emplace_back(ms);
       } else {
-        row.emplace_back(ms);
         row.emplace_back(ms / binary_ms);
         bench.report.summary.emplace_back(
             "rescore x" + std::to_string(oversample) + ", " + std::to_string(queries) + " queries",
