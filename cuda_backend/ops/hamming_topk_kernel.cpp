@@ -49,6 +49,47 @@ Status bind_operands(std::span<const backend::Binding> bindings, HammingLaunch& 
   return Status();
 }
 
+Status launch_pass(const HammingLaunch& launch, cudaStream_t stream) {
+  const cudaError_t error = launch_hamming_topk(launch, stream);
+  if (error != cudaSuccess) return cuda_status(error, "launch_hamming_topk (hamming_topk kernel)");
+  return Status();
+}
+
+// Query tiles per block for a slice of `queries`: as many of the block's warps as there are
+// tiles (the block's other warps take neighbouring spans of those tiles).
+unsigned tiles_per_block(unsigned queries, unsigned tile, unsigned warps) {
+  const unsigned tiles = (queries + tile - 1) / tile;
+  unsigned per_block = warps;
+  while (per_block > 1 && per_block / 2 >= tiles) per_block /= 2;
+  return per_block;
+}
+
+// The bound passes of `launch`'s slice (its minima and sample groups set): the sample pass, the
+// scan kernel over the first `sample_rows` rows, a span per group (many short warps, as each step
+// waits for its rows), then the pass picking each query's bound (and zeroing its pool's count).
+// Returns where the bounds are.
+Result<std::uint32_t*> launch_bound_passes(const HammingLaunch& launch, std::uint32_t sample_rows,
+                                           cudaStream_t stream) {
+  constexpr std::uint32_t kSampleGroupRows = ops::kHammingBoundGroupRows;
+  static_assert(kSampleGroupRows % kHammingScanStepRows == 0);
+  HammingLaunch sample = launch;
+  sample.from_codes = true;
+  sample.sample = true;
+  sample.final = false;
+  sample.pooled = false;
+  sample.bounds = nullptr;
+  sample.items = sample_rows;
+  sample.group_items = kSampleGroupRows;
+  sample.groups = (sample_rows + kSampleGroupRows - 1) / kSampleGroupRows;
+  FERRY_RETURN_IF_ERROR(launch_pass(sample, stream));
+  HammingLaunch bound = launch;
+  bound.bound = true;
+  bound.from_codes = false;
+  bound.bounds = launch.minima + launch.sample_groups;  // query q's at q * sample_stride
+  FERRY_RETURN_IF_ERROR(launch_pass(bound, stream));
+  return bound.bounds;
+}
+
 }  // namespace
 
 Status HammingTopkKernel::create(unsigned sm_count) {
@@ -68,7 +109,6 @@ Result<bool> HammingTopkKernel::record_pooled(const ops::HammingTopkArgs& args,
   // way (for tests and measurements), =pooled-exact the pooled search with pools that hold
   // nothing, so that every query takes the select kernel's exact pass (for tests).
   constexpr std::uint32_t kMinSlice = 32;
-  constexpr std::uint32_t kSampleGroupRows = ops::kHammingBoundGroupRows;
   const ops::HammingPoolShape shape = ops::hamming_pool_shape(args);
   const char* forced = std::getenv("FERRY_CUDA_HAMMING_SCAN");
   const std::string_view forced_scan = forced != nullptr ? forced : "";
@@ -123,34 +163,20 @@ Result<bool> HammingTopkKernel::record_pooled(const ops::HammingTopkArgs& args,
   for (std::uint32_t begin = 0; begin < args.queries; begin += slice) {
     launch.query_begin = begin;
     launch.query_count = std::min(slice, args.queries - begin);
-    const unsigned tiles = (launch.query_count + tile - 1) / tile;
-    launch.tiles_per_block = warps;
-    while (launch.tiles_per_block > 1 && launch.tiles_per_block / 2 >= tiles) launch.tiles_per_block /= 2;
-    // The sample pass (a span per group of the sample), the bounds (zeroing the pools' counts),
-    // the scan filling the pools, the selection.
-    HammingLaunch sample = launch;
-    sample.from_codes = true;
-    sample.sample = true;
-    sample.items = shape.sample_rows;
-    sample.group_items = kSampleGroupRows;
-    sample.groups = (sample.items + kSampleGroupRows - 1) / kSampleGroupRows;
-    HammingLaunch bound = launch;
-    bound.bound = true;
-    bound.bounds = launch.minima + groups;  // query q's at q * sample_stride
+    launch.tiles_per_block = tiles_per_block(launch.query_count, tile, warps);
+    // The bound passes (zeroing the pools' counts), the scan filling the pools, the selection.
     HammingLaunch scan = launch;
+    FERRY_ASSIGN_OR_RETURN(scan.bounds, launch_bound_passes(launch, shape.sample_rows, stream));
     scan.from_codes = true;
     scan.pooled = true;
-    scan.bounds = bound.bounds;
     scan.items = args.rows;
     scan.group_items = span;
     scan.groups = (args.rows + span - 1) / span;
+    FERRY_RETURN_IF_ERROR(launch_pass(scan, stream));
     HammingLaunch select = launch;
     select.select = true;
     select.items = args.rows;
-    for (const HammingLaunch* pass : {&sample, &bound, &scan, &select}) {
-      if (const cudaError_t error = launch_hamming_topk(*pass, stream); error != cudaSuccess)
-        return cuda_status(error, "launch_hamming_topk (hamming_topk kernel)");
-    }
+    FERRY_RETURN_IF_ERROR(launch_pass(select, stream));
   }
   return true;
 }
@@ -201,8 +227,6 @@ Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
   // The public call reserved the default plan's scratch (bound last, when it is not 0). The
   // bound passes (tensor-core path) keep per query the minima of the sample's groups, then its
   // bound, in the scratch after the candidates.
-  constexpr std::uint32_t kSampleGroupRows = ops::kHammingBoundGroupRows;
-  static_assert(kSampleGroupRows % kHammingScanStepRows == 0);
   const bool has_scratch = bindings.size() > 4;
   ops::HammingTopkArgs planned = args;
   planned.scratch_budget = has_scratch ? bindings[4].size : 0;
@@ -231,11 +255,6 @@ Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
     launch.sample_groups = sample_groups;
     launch.minima = launch.scratch + plan.extra_word_base;
   }
-  const auto launch_pass = [&](const HammingLaunch& pass_launch) -> Status {
-    const cudaError_t error = launch_hamming_topk(pass_launch, stream);
-    if (error != cudaSuccess) return cuda_status(error, "launch_hamming_topk (hamming_topk kernel)");
-    return Status();
-  };
   for (const ops::HammingPass& pass : plan.passes) {
     launch.from_codes = pass.from_codes;
     launch.final = pass.final;
@@ -248,33 +267,15 @@ Status HammingTopkKernel::record(const ops::HammingTopkArgs& args,
     launch.in_stride = pass.in_stride;
     launch.out_base = pass.out_base;
     launch.out_stride = pass.out_stride;
-    // The block's warps take as many of the slice's tiles as they can, the rest neighbouring
-    // spans of those tiles.
-    const unsigned tiles = (pass.query_count + tile - 1) / tile;
-    launch.tiles_per_block = warps;
-    while (launch.tiles_per_block > 1 && launch.tiles_per_block / 2 >= tiles) launch.tiles_per_block /= 2;
+    launch.tiles_per_block = tiles_per_block(pass.query_count, tile, warps);
     launch.bounds = nullptr;
-    if (pass.from_codes && sample_groups != 0) {
-      // The slice's bounds first: the sample pass (the scan kernel over the first rows, a span
-      // per group: many short warps, as each step waits for its rows) and the pass picking each
-      // query's bound.
-      HammingLaunch sample = launch;
-      sample.sample = true;
-      sample.final = false;
-      sample.items = static_cast<std::uint32_t>(
-          std::min<std::uint64_t>(std::uint64_t{sample_groups} * kSampleGroupRows, args.rows));
-      sample.group_items = kSampleGroupRows;
-      sample.groups = (sample.items + sample.group_items - 1) / sample.group_items;
-      sample.bounds = nullptr;
-      FERRY_RETURN_IF_ERROR(launch_pass(sample));
-      HammingLaunch bound = launch;
-      bound.bound = true;
-      bound.from_codes = false;
-      bound.bounds = launch.minima + sample_groups;  // query q's at q * sample_stride
-      FERRY_RETURN_IF_ERROR(launch_pass(bound));
-      launch.bounds = bound.bounds;
+    if (pass.from_codes && sample_groups != 0) {  // the slice's bounds first
+      FERRY_ASSIGN_OR_RETURN(
+          launch.bounds,
+          launch_bound_passes(launch, ops::hamming_bound_sample_rows(args.rows, sample_groups),
+                              stream));
     }
-    FERRY_RETURN_IF_ERROR(launch_pass(launch));
+    FERRY_RETURN_IF_ERROR(launch_pass(launch, stream));
   }
   return Status();
 }

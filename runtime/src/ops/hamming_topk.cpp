@@ -111,12 +111,16 @@ std::uint32_t hamming_bound_sample_groups(std::uint32_t rows, std::uint32_t k) {
   return groups >= k ? groups : 0;
 }
 
+std::uint32_t hamming_bound_sample_rows(std::uint32_t rows, std::uint32_t groups) {
+  return static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(std::uint64_t{groups} * kHammingBoundGroupRows, rows));
+}
+
 HammingPoolShape hamming_pool_shape(const HammingTopkArgs& args) {
   HammingPoolShape shape;
   const std::uint32_t groups = hamming_bound_sample_groups(args.rows, args.k);
   if (groups == 0) return shape;
-  const std::uint64_t sample_rows =
-      std::min<std::uint64_t>(std::uint64_t{groups} * kHammingBoundGroupRows, args.rows);
+  const std::uint64_t sample_rows = hamming_bound_sample_rows(args.rows, groups);
   const std::uint64_t parts = (args.rows + sample_rows - 1) / sample_rows;
   const std::uint64_t cap =
       std::bit_ceil(std::max<std::uint64_t>(kHammingMinPool, 3 * args.k * parts + args.k));

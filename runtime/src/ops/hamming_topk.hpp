@@ -107,6 +107,8 @@ std::uint32_t hamming_scan_min_cap(std::uint32_t k, std::uint32_t round_rows);
 // for a large k, at most the database's; 0 (no bound) when they are fewer than k.
 inline constexpr std::uint32_t kHammingBoundGroupRows = 256;
 std::uint32_t hamming_bound_sample_groups(std::uint32_t rows, std::uint32_t k);
+// The rows of `groups` sample groups: the database's first ones.
+std::uint32_t hamming_bound_sample_rows(std::uint32_t rows, std::uint32_t groups);
 
 // The pooled search (the CUDA backend's tensor-core path, cuda_backend/ops/hamming_topk_launch.hpp):
 // the bound passes, then every row within its query's bound into the query's pool, then a

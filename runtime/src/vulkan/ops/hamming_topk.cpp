@@ -264,8 +264,7 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
       ops::HammingPass sample_pass = pass;
       sample_pass.final = false;
       sample_pass.group_items = ops::kHammingBoundGroupRows;
-      sample_pass.items = static_cast<std::uint32_t>(std::min<std::uint64_t>(
-          std::uint64_t{sample_groups} * ops::kHammingBoundGroupRows, args.rows));
+      sample_pass.items = ops::hamming_bound_sample_rows(args.rows, sample_groups);
       sample_pass.groups = sample_groups;
       sample_pass.out_base = minima_base;
       sample_pass.out_stride = sample_groups;
