@@ -211,8 +211,8 @@ class BackendDevice {
   }
 
   // Whether the backend uses the scratch memory an op may offer it but does not need (ibp_decode's
-  // copy of a host stream's tables): core asks for scratch only then, since acquiring it can wait
-  // or fail. The default: no.
+  // copy of a host stream's tables, hamming_topk's pools): core asks for scratch only then, since
+  // acquiring it can wait or fail. The default: no.
   virtual bool uses_optional_scratch(ops::OpKind op) const {
     (void)op;
     return false;
