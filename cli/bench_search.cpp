@@ -868,7 +868,7 @@ Status rescore_table(Bench& bench) {
       "rescore off), x4 / x10 (rescore with oversample 4 / 10). Checked: the sampled queries' "
       "ids and scores against a brute-force Hamming search and exact fma scores on the host."};
   bench.skipped = {"Skipped rescore sizes", "skipped_rescore", {},
-                   {{"rows", "rows"}, {"reason", "reason"}}};
+                   {{"rows or queries", "count"}, {"reason", "reason"}}};
   const std::uint64_t vector_bytes = rows * dims * 4;
   // Host: the vectors and their codes; device: the index's codes and vectors.
   if (!bench.fits({rows}, vector_bytes + rows * dims / 8 + (256 << 20),
@@ -894,6 +894,11 @@ Status rescore_table(Bench& bench) {
 
   for (const std::uint64_t batch : bench.options.sizes("--index-queries")) {
     const auto queries = static_cast<std::uint32_t>(std::min<std::uint64_t>(batch, 1'000'000));
+    // Host: the query values and codes, and the results.
+    if (!bench.fits({std::uint64_t{queries}}, 0,
+                    std::uint64_t{queries} * (std::uint64_t{dims} * 4 + dims / 8 + 12 * kK))) {
+      continue;
+    }
     std::vector<float> query_values = random_floats(std::uint64_t{queries} * dims, 0x2E5D + batch);
     for (std::uint32_t q = 0; q < queries; q += 7) {  // some queries equal to database rows
       std::memcpy(query_values.data() + std::uint64_t{q} * dims,
