@@ -44,6 +44,8 @@ void add_device(Report& report, DeviceInfo info, bool available) {
   if (info.backend == Backend::vulkan) {
     device.fields.push_back({"device group", "device_group_size",
                              std::uint64_t{info.device_group_size}, Unit::count});
+    device.fields.push_back({"largest op binding", "max_op_binding_bytes",
+                             info.max_op_binding_bytes, Unit::bytes});
   }
   if (!open_error.empty())
     device.fields.push_back({"queues", "open_error", "unknown: " + open_error});

@@ -29,9 +29,9 @@
 //     later rows or queries are clamped. Reported scores are the int32 score / s^2 (in double,
 //     rounded to float).
 //
-// Memory: codes and kept vectors live in device buffers of at most segment_bytes each, allocated
-// as rows arrive (growing by chunks, never re-copied) while they fit their device budget; rows
-// beyond it keep their codes in host memory (streamed in chunks through the staging pool at
+// Memory: codes and kept vectors live in device buffers (memory.device_segment_bytes at most
+// each), allocated as rows arrive (growing by chunks, never re-copied) while they fit their device
+// budget; rows beyond it keep their codes in host memory (streamed in chunks through the staging pool at
 // search time, the upload of chunk i + 1 overlapping the search of chunk i) and their kept
 // vectors in pinned host memory that the device reads in place. Placement never changes results.
 //
@@ -83,8 +83,13 @@ struct BinaryIndexMemory {
   // Device memory for codes, and for kept vectors. Rows past a budget live in host memory.
   std::uint64_t code_budget_bytes = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t vector_budget_bytes = std::numeric_limits<std::uint64_t>::max();
-  // The largest device buffer (and host block) holding codes or vectors; also bounds the chunks
-  // streamed at search time and the index's work buffers.
+  // The largest device buffer holding codes or kept vectors. 0 (the default): the largest range
+  // an op binds on the device (DeviceInfo::max_op_binding_bytes), at most 4 GiB. An index whose
+  // codes are one device buffer, and its kept vectors another, searches with rescoring in one
+  // chain on the device (see search()); more segments take a merge on the host.
+  std::uint64_t device_segment_bytes = 0;
+  // The largest host block holding codes or vectors; also bounds the chunks streamed at search
+  // time and the index's work buffers.
   std::uint64_t segment_bytes = 64ull << 20;
   // The index's two staging pools (upload and readback): slab size and count. A slab bounds the
   // rows of one add or search step.
@@ -166,7 +171,10 @@ class BinaryIndex {
   // error the index is as it was before the call.
   Result<std::uint64_t> add_codes(std::span<const std::byte> codes, std::uint64_t rows);
 
-  // Searches `queries` rows laid out as add() takes them.
+  // Searches `queries` rows laid out as add() takes them. An index whose codes are one device
+  // segment (and, to rescore, its kept vectors another) keeps a batch on the device from the
+  // upload of the queries to the download of the results; more segments merge on the host
+  // (docs/SEARCH.md). The results are the same.
   Result<SearchResults> search(std::span<const std::byte> queries, std::uint32_t queries_count,
                                const SearchParams& params) const;
   Result<SearchResults> search(std::span<const float> queries, std::uint32_t queries_count,

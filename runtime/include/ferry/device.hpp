@@ -67,6 +67,10 @@ struct DeviceInfo {
   // own); 0 for other backends. ferry opens each physical device on its own: groups of several
   // are reported, not used (copies between their devices stage through host memory).
   std::uint32_t device_group_size = 0;
+  // The largest buffer range one op binds at once (Vulkan: maxStorageBufferRange, within
+  // maxMemoryAllocationSize); 0 where only
+  // memory limits it (the CPU reference, CUDA). BinaryIndex sizes its device segments by it.
+  std::uint64_t max_op_binding_bytes = 0;
 };
 
 struct BackendInfo {

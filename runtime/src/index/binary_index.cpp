@@ -435,6 +435,13 @@ Result<std::unique_ptr<BinaryIndex::State>> BinaryIndex::State::make(
   State& s = *state;
   s.device = device;
   s.options = options;
+  if (s.options.memory.device_segment_bytes == 0) {
+    // As large as an op binds (hamming_topk and rescore take a segment as one buffer), within
+    // 4 GiB: the Vulkan shaders' byte positions are 32-bit.
+    const std::uint64_t binding = device.info().max_op_binding_bytes;
+    s.options.memory.device_segment_bytes =
+        std::min<std::uint64_t>(binding == 0 ? ~0ull : binding, 0xFFFFFFFFull);
+  }
   s.code_bytes = static_cast<std::uint32_t>(binary_code_bytes(options.dims));
   s.vector_bytes = options.keep == KeptVectors::none
                        ? 0
@@ -450,12 +457,14 @@ Result<std::unique_ptr<BinaryIndex::State>> BinaryIndex::State::make(
   FERRY_ASSIGN_OR_RETURN(s.upload_pool, device.create_staging_pool(pool));
   pool.kind = MemoryKind::host_readback;
   FERRY_ASSIGN_OR_RETURN(s.readback_pool, device.create_staging_pool(pool));
-  const BinaryIndexMemory& memory = options.memory;
-  s.codes = index::SegmentStore(s.code_bytes, memory.code_budget_bytes, memory.segment_bytes,
+  const BinaryIndexMemory& memory = s.options.memory;
+  s.codes = index::SegmentStore(s.code_bytes, memory.code_budget_bytes,
+                                memory.device_segment_bytes, memory.segment_bytes,
                                 index::HostMemory::pageable);
   if (s.vector_bytes != 0) {
     s.vectors = index::SegmentStore(s.vector_bytes, memory.vector_budget_bytes,
-                                    memory.segment_bytes, index::HostMemory::pinned);
+                                    memory.device_segment_bytes, memory.segment_bytes,
+                                    index::HostMemory::pinned);
   }
   s.int8_scale = options.keep == KeptVectors::int8 ? options.int8_scale : 0.0f;
   if (options.threshold != IndexThreshold::zero) {

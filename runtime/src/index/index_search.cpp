@@ -10,6 +10,9 @@
 //   4. with rescore: each kept-vector segment rescores the candidates that fall in it (rescore
 //      reads device segments, and host segments in place), and the lists are merged with the
 //      rescore's own order.
+// An index whose codes are one device segment (and, to rescore, its vectors another) skips the
+// host steps: hamming_topk's lists are the candidates as they are, rescore reads them, and one
+// download brings the final lists (device_block): a batch is one round trip.
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -123,6 +126,7 @@ Result<SearchResults> BinaryIndex::State::search(std::span<const std::byte> quer
   out.scores.assign(out.ids.size(), std::numeric_limits<float>::quiet_NaN());
 
   const std::uint64_t block = queries_per_block(count, candidates, params.k);
+  const bool on_device = searches_on_device(params.rescore);
   const std::uint64_t row_bytes = input == QueryInput::codes ? code_bytes : input_row_bytes();
   index::SubmittedWork submitted;
   std::vector<std::vector<index::HammingHit>> hits;
@@ -130,11 +134,20 @@ Result<SearchResults> BinaryIndex::State::search(std::span<const std::byte> quer
   for (std::uint64_t first = 0; first < count; first += block) {
     const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(block, count - first));
     const std::span<const std::byte> rows_in = queries.subspan(first * row_bytes, n * row_bytes);
-    BufferRef rescore_queries{Buffer()};
-    Status status = hamming_block(rows_in, input, n, params, candidates, hits, rescore_queries,
-                                  submitted);
-    if (status.ok() && params.rescore) {
-      status = rescore_hits(n, params, hits, rescore_queries, best, submitted);
+    Status status;
+    if (on_device) {
+      const std::uint64_t at = first * params.k;
+      const std::uint64_t size = std::uint64_t{n} * params.k;
+      status = device_block(rows_in, input, n, params, candidates,
+                            std::span(out.ids).subspan(at, size),
+                            std::span(out.scores).subspan(at, size), submitted);
+    } else {
+      BufferRef rescore_queries{Buffer()};
+      status = hamming_block(rows_in, input, n, params, candidates, hits, rescore_queries,
+                             submitted);
+      if (status.ok() && params.rescore) {
+        status = rescore_hits(n, params, hits, rescore_queries, best, submitted);
+      }
     }
     if (!status.ok()) {
       submitted.settle();
@@ -144,6 +157,7 @@ Result<SearchResults> BinaryIndex::State::search(std::span<const std::byte> quer
       }
       return status;
     }
+    if (on_device) continue;  // device_block wrote its results
     detail::TraceScope traced(detail::trace_of(device), "index: results");
     for (std::uint32_t q = 0; q < n; ++q) {
       const std::uint64_t at = (first + q) * params.k;
@@ -163,63 +177,149 @@ Result<SearchResults> BinaryIndex::State::search(std::span<const std::byte> quer
   return out;
 }
 
+bool BinaryIndex::State::searches_on_device(bool rescore) const {
+  const std::vector<index::Segment>& code_segments = codes.segments();
+  if (code_segments.empty() || !code_segments[0].on_device() || code_segments[0].end_row() < rows) {
+    return false;
+  }
+  if (!rescore) return true;
+  const std::vector<index::Segment>& vector_segments = vectors.segments();
+  return !vector_segments.empty() && vector_segments[0].on_device() &&
+         vector_segments[0].end_row() >= rows;
+}
+
+Status BinaryIndex::State::device_block(std::span<const std::byte> queries, QueryInput input,
+                                        std::uint32_t count, const SearchParams& params,
+                                        std::uint32_t candidates, std::span<std::uint64_t> ids,
+                                        std::span<float> scores, index::SubmittedWork& submitted) {
+  CommandList commands;
+  FERRY_ASSIGN_OR_RETURN(const index::DeviceQueries on_device,
+                         upload_queries(queries, input, count, params, commands, submitted));
+  // The Hamming search of every row: its lists are the candidates, ids as they are (the segment
+  // starts at row 0).
+  const auto kept = static_cast<std::uint32_t>(std::min<std::uint64_t>(candidates, rows));
+  const std::uint64_t list_bytes = std::uint64_t{count} * kept * 4;
+  FERRY_ASSIGN_OR_RETURN(BufferRef lists,
+                         work.results.at_least(device, 2 * list_bytes, "Hamming lists"));
+  const HammingTopkBuffers searched{on_device.codes, 0, codes.segments()[0].device, 0,
+                                    lists, 0, lists, list_bytes};
+  FERRY_RETURN_IF_ERROR(hamming_topk(commands, searched, {code_bytes * 8, count, rows, kept}));
+  BufferRef results = lists;
+  std::uint32_t width = kept;
+  if (params.rescore) {
+    width = std::min(params.k, kept);
+    RescoreParams p;
+    p.element = rescore_element();
+    p.metric = rescore_metric();
+    p.dims = options.dims;
+    p.queries = count;
+    p.database_rows = rows;
+    p.candidates = kept;
+    p.k = width;
+    const std::uint64_t rescored_bytes = std::uint64_t{count} * width * 4;
+    FERRY_ASSIGN_OR_RETURN(results, work.rescored.at_least(device, 2 * rescored_bytes,
+                                                           "rescored lists"));
+    const RescoreBuffers rescored{on_device.rescore, 0, vectors.segments()[0].buffer(), 0,
+                                  lists, list_bytes, results, 0, results, rescored_bytes};
+    FERRY_RETURN_IF_ERROR(rescore(commands, rescored, p));
+  }
+  SubmitSync sync;
+  sync.wait.push_back(on_device.uploaded);
+  FERRY_ASSIGN_OR_RETURN(TimelinePoint done, compute.submit(std::move(commands), sync));
+  submitted.note(QueueKind::compute, done);
+  std::vector<std::uint32_t>& words = work.host.lists;
+  const std::uint64_t result_words = std::uint64_t{count} * width;
+  FERRY_RETURN_IF_ERROR(download_words(download, readback_pool, results, result_words * 8, done,
+                                       words));
+
+  // Rank i of query q: the score (or distance) word, then the index word. Entries past a query's
+  // valid ones are padding (an index past the rows), and stay padding in the results.
+  detail::TraceScope traced(detail::trace_of(device), "index: results");
+  for (std::uint32_t q = 0; q < count; ++q) {
+    for (std::uint32_t i = 0; i < width; ++i) {
+      const std::uint64_t at = std::uint64_t{q} * width + i;
+      const std::uint32_t row = words[result_words + at];
+      if (row >= rows) continue;
+      const std::uint64_t out = std::uint64_t{q} * params.k + i;
+      ids[out] = row;
+      scores[out] = params.rescore ? reported_score({words[at], row})
+                                   : static_cast<float>(words[at]);
+    }
+  }
+  return Status();
+}
+
+Result<index::DeviceQueries> BinaryIndex::State::upload_queries(
+    std::span<const std::byte> queries, QueryInput input, std::uint32_t count,
+    const SearchParams& params, CommandList& commands, index::SubmittedWork& submitted) {
+  const std::uint32_t dims = options.dims;
+  index::DeviceQueries out;
+  FERRY_ASSIGN_OR_RETURN(out.codes, work.query_codes.at_least(device, std::uint64_t{count} * code_bytes,
+                                                              "query codes"));
+  if (input == QueryInput::codes) {
+    // The codes as they are.
+    FERRY_ASSIGN_OR_RETURN(out.uploaded, ferry::upload(upload, upload_pool, queries, out.codes, 0));
+    submitted.note(QueueKind::upload, out.uploaded);
+    return out;
+  }
+  // The queries as float32 values (and int8 for int8 rescoring), uploaded and quantized.
+  std::vector<float>& values = work.host.query_values;
+  values.resize(std::uint64_t{count} * dims);
+  {
+    detail::TraceScope traced(detail::trace_of(device), "index: query values");
+    FERRY_RETURN_IF_ERROR(for_query_ranges(count, "reading the queries", [&](std::uint32_t first,
+                                                                             std::uint32_t end) {
+      for (std::uint32_t q = first; q < end; ++q) {
+        index::row_values(options, queries.data() + std::uint64_t{q} * input_row_bytes(),
+                          std::span(values).subspan(std::uint64_t{q} * dims, dims));
+      }
+    }));
+  }
+  FERRY_ASSIGN_OR_RETURN(BufferRef query_floats,
+                         work.query_floats.at_least(device, values.size() * 4, "queries"));
+  FERRY_ASSIGN_OR_RETURN(out.uploaded, ferry::upload(upload, upload_pool,
+                                                     std::as_bytes(std::span(values)), query_floats, 0));
+  submitted.note(QueueKind::upload, out.uploaded);
+  out.rescore = query_floats;
+  if (params.rescore && options.keep == KeptVectors::int8) {
+    std::vector<std::int8_t>& int8_values = work.host.query_int8;
+    int8_values.resize(values.size());
+    for (std::uint32_t q = 0; q < count; ++q) {
+      index::quantize_int8(std::span(values).subspan(std::uint64_t{q} * dims, dims), int8_scale,
+                           int8_values.data() + std::uint64_t{q} * dims);
+    }
+    FERRY_ASSIGN_OR_RETURN(BufferRef query_int8,
+                           work.query_int8.at_least(device, int8_values.size(), "int8 queries"));
+    FERRY_ASSIGN_OR_RETURN(out.uploaded, ferry::upload(upload, upload_pool,
+                                                       std::as_bytes(std::span(int8_values)),
+                                                       query_int8, 0));
+    submitted.note(QueueKind::upload, out.uploaded);
+    out.rescore = query_int8;
+  }
+  const BufferRef thresholds_ref =
+      thresholds_buffer ? BufferRef(thresholds_buffer) : BufferRef(Buffer());
+  BinaryQuantizeParams quantize;
+  quantize.rows = count;
+  quantize.dims = dims;
+  quantize.input_type = ElementType::float32;
+  if (thresholds_buffer) quantize.thresholds.buffer = &thresholds_ref;
+  FERRY_RETURN_IF_ERROR(binary_quantize(commands, query_floats, 0, out.codes, 0, quantize));
+  return out;
+}
+
 Status BinaryIndex::State::hamming_block(std::span<const std::byte> queries, QueryInput input,
                                          std::uint32_t count, const SearchParams& params,
                                          std::uint32_t candidates,
                                          std::vector<std::vector<index::HammingHit>>& hits,
                                          BufferRef& rescore_queries,
                                          index::SubmittedWork& submitted) {
-  const std::uint32_t dims = options.dims;
-  FERRY_ASSIGN_OR_RETURN(BufferRef query_codes,
-                         work.query_codes.at_least(device, std::uint64_t{count} * code_bytes,
-                                                   "query codes"));
+  // 1. The queries on the device.
   CommandList commands;
-  TimelinePoint uploaded;
-  if (input == QueryInput::codes) {
-    // 1. The codes as they are.
-    FERRY_ASSIGN_OR_RETURN(uploaded, ferry::upload(upload, upload_pool, queries, query_codes, 0));
-    submitted.note(QueueKind::upload, uploaded);
-  } else {
-    // 1. The queries as float32 values (and int8 for int8 rescoring), uploaded and quantized.
-    std::vector<float>& values = work.host.query_values;
-    values.resize(std::uint64_t{count} * dims);
-    {
-      detail::TraceScope traced(detail::trace_of(device), "index: query values");
-      for (std::uint32_t q = 0; q < count; ++q) {
-        index::row_values(options, queries.data() + std::uint64_t{q} * input_row_bytes(),
-                          std::span(values).subspan(std::uint64_t{q} * dims, dims));
-      }
-    }
-    FERRY_ASSIGN_OR_RETURN(BufferRef query_floats,
-                           work.query_floats.at_least(device, values.size() * 4, "queries"));
-    FERRY_ASSIGN_OR_RETURN(uploaded, ferry::upload(upload, upload_pool,
-                                                   std::as_bytes(std::span(values)), query_floats, 0));
-    submitted.note(QueueKind::upload, uploaded);
-    rescore_queries = query_floats;
-    if (params.rescore && options.keep == KeptVectors::int8) {
-      std::vector<std::int8_t>& int8_values = work.host.query_int8;
-      int8_values.resize(values.size());
-      for (std::uint32_t q = 0; q < count; ++q) {
-        index::quantize_int8(std::span(values).subspan(std::uint64_t{q} * dims, dims), int8_scale,
-                             int8_values.data() + std::uint64_t{q} * dims);
-      }
-      FERRY_ASSIGN_OR_RETURN(BufferRef query_int8,
-                             work.query_int8.at_least(device, int8_values.size(), "int8 queries"));
-      FERRY_ASSIGN_OR_RETURN(uploaded, ferry::upload(upload, upload_pool,
-                                                     std::as_bytes(std::span(int8_values)),
-                                                     query_int8, 0));
-      submitted.note(QueueKind::upload, uploaded);
-      rescore_queries = query_int8;
-    }
-    const BufferRef thresholds_ref =
-        thresholds_buffer ? BufferRef(thresholds_buffer) : BufferRef(Buffer());
-    BinaryQuantizeParams quantize;
-    quantize.rows = count;
-    quantize.dims = dims;
-    quantize.input_type = ElementType::float32;
-    if (thresholds_buffer) quantize.thresholds.buffer = &thresholds_ref;
-    FERRY_RETURN_IF_ERROR(binary_quantize(commands, query_floats, 0, query_codes, 0, quantize));
-  }
+  FERRY_ASSIGN_OR_RETURN(const index::DeviceQueries on_device,
+                         upload_queries(queries, input, count, params, commands, submitted));
+  const BufferRef& query_codes = on_device.codes;
+  const TimelinePoint& uploaded = on_device.uploaded;
+  rescore_queries = on_device.rescore;
 
   // 2. hamming_topk over every part; each part's lists at its own place in the results buffer.
   const std::uint64_t chunk_rows =

@@ -51,6 +51,14 @@ class SubmittedWork {
   std::array<TimelinePoint, kQueueKindCount> last_;
 };
 
+// A search's queries on the device: their codes, and the vectors rescore reads (float32 or
+// int8 values; none for code queries), uploaded by `uploaded`.
+struct DeviceQueries {
+  BufferRef codes{Buffer()};
+  BufferRef rescore{Buffer()};
+  TimelinePoint uploaded;
+};
+
 }  // namespace ferry::index
 
 namespace ferry {
@@ -139,6 +147,22 @@ struct BinaryIndex::State {
                        const SearchParams& params, std::uint32_t candidates,
                        std::vector<std::vector<index::HammingHit>>& hits,
                        BufferRef& rescore_queries, index::SubmittedWork& submitted);
+  // The queries of a block uploaded (vectors: quantized by `commands`, which the caller submits
+  // after `uploaded`).
+  Result<index::DeviceQueries> upload_queries(std::span<const std::byte> queries, QueryInput input,
+                                              std::uint32_t count, const SearchParams& params,
+                                              CommandList& commands,
+                                              index::SubmittedWork& submitted);
+  // Whether a search (with rescoring or not) runs as one chain on the device: every code in one
+  // device segment and, to rescore, every kept vector in another.
+  bool searches_on_device(bool rescore) const;
+  // A block of such a search: the queries uploaded (and quantized), hamming_topk over every row
+  // (its lists are the candidates), rescore, in one submission, and one download of the final
+  // lists into `ids` and `scores` ([count x k], padding left as it is).
+  Status device_block(std::span<const std::byte> queries, QueryInput input, std::uint32_t count,
+                      const SearchParams& params, std::uint32_t candidates,
+                      std::span<std::uint64_t> ids, std::span<float> scores,
+                      index::SubmittedWork& submitted);
   // 4: the candidates `hits` (ids are this index's rows) rescored; per query the best k of them,
   // best first, with rescore's raw scores.
   Status rescore_hits(std::uint32_t count, const SearchParams& params,

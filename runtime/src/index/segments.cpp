@@ -15,8 +15,10 @@ namespace {
 // Registered host memory: the address and size a multiple of this (above every device's
 // minImportedHostPointerAlignment seen: 4 KiB on NVIDIA and Mesa).
 constexpr std::uint64_t kRegisterAlignment = 64 << 10;
-// The smallest segment worth a buffer of its own, unless segment_bytes is smaller.
-constexpr std::uint64_t kMinSegmentBytes = 64 << 10;
+// The smallest segment worth a block of its own, unless the segments' limit is smaller; a device
+// one is larger, so that a small index is one buffer, which a search takes in one pass.
+constexpr std::uint64_t kMinHostSegmentBytes = 64 << 10;
+constexpr std::uint64_t kMinDeviceSegmentBytes = 1 << 20;
 
 }  // namespace
 
@@ -78,10 +80,13 @@ std::span<std::byte> Segment::host_bytes(std::uint64_t row_bytes) const {
 }
 
 SegmentStore::SegmentStore(std::uint64_t row_bytes, std::uint64_t device_budget,
-                           std::uint64_t segment_bytes, HostMemory host_memory)
+                           std::uint64_t device_segment_bytes, std::uint64_t host_segment_bytes,
+                           HostMemory host_memory)
     : row_bytes_(row_bytes),
       device_budget_(device_budget),
-      max_rows_(std::clamp<std::uint64_t>(segment_bytes / row_bytes, 1, kMaxSegmentRows)),
+      max_device_rows_(
+          std::clamp<std::uint64_t>(device_segment_bytes / row_bytes, 1, kMaxSegmentRows)),
+      max_host_rows_(std::clamp<std::uint64_t>(host_segment_bytes / row_bytes, 1, kMaxSegmentRows)),
       host_memory_(host_memory) {}
 
 std::uint64_t SegmentStore::capacity() const {
@@ -105,23 +110,31 @@ std::uint64_t SegmentStore::host_bytes() const {
 }
 
 Status SegmentStore::reserve(const Device& device, std::uint64_t rows, const char* what) {
-  const std::uint64_t min_rows = std::clamp<std::uint64_t>(kMinSegmentBytes / row_bytes_, 1, max_rows_);
   while (capacity() < rows) {
     const std::uint64_t have = capacity();
-    // Geometric growth (a new segment as large as everything before it), within the limits.
-    std::uint64_t count = std::min(max_rows_, std::max({rows - have, have, min_rows}));
     const bool host_started = !segments_.empty() && !segments_.back().on_device();
     const std::uint64_t budget_rows =
         device_budget_ > device_bytes_ ? (device_budget_ - device_bytes_) / row_bytes_ : 0;
     const bool on_device = !host_started && budget_rows > 0;
+    const std::uint64_t max_rows = on_device ? max_device_rows_ : max_host_rows_;
+    const std::uint64_t min_rows = std::clamp<std::uint64_t>(
+        (on_device ? kMinDeviceSegmentBytes : kMinHostSegmentBytes) / row_bytes_, 1, max_rows);
+    // Geometric growth (a new segment as large as everything before it), within the limits.
+    std::uint64_t count = std::min(max_rows, std::max({rows - have, have, min_rows}));
     if (on_device) count = std::min(count, budget_rows);
-    // count * row_bytes <= max(segment_bytes, row_bytes): it fits.
-    const std::uint64_t bytes = count * row_bytes_;
+    // count * row_bytes <= max(the segments' limit, row_bytes): it fits.
+    std::uint64_t bytes = count * row_bytes_;
     Segment segment;
     segment.first_row = have;
     segment.capacity = count;
     if (on_device) {
       Result<Buffer> buffer = device.create_buffer(bytes);
+      if (!buffer.ok() && count > rows - have) {
+        // Growth ahead of the rows is a bet: the rows themselves may still fit.
+        segment.capacity = count = rows - have;
+        bytes = count * row_bytes_;
+        buffer = device.create_buffer(bytes);
+      }
       if (!buffer.ok()) {
         return buffer.status().with_context(std::string("a device segment of ") + what + " (" +
                                             detail::describe_bytes(bytes) + ")");

@@ -1,8 +1,9 @@
 // Where BinaryIndex keeps rows (codes, or kept vectors): a list of segments, each a device buffer
 // or a host block of a fixed number of rows, allocated as rows arrive. The first segments are on
 // the device while they fit the device budget; every later one is in host memory (so the device
-// holds rows [0, device_rows()) and the host the rest). Segments grow geometrically up to
-// segment_bytes, so an index built by many small adds has few segments, and nothing is re-copied.
+// holds rows [0, device_rows()) and the host the rest). Segments grow geometrically up to their
+// limit (BinaryIndexMemory::device_segment_bytes, segment_bytes for host blocks), so an index
+// built by many small adds has few segments, and nothing is re-copied.
 #pragma once
 
 #include <cstddef>
@@ -74,7 +75,10 @@ class SegmentStore {
   static constexpr std::uint64_t kMaxSegmentRows = 0xFFFFFFFEull;
 
   SegmentStore() = default;
-  SegmentStore(std::uint64_t row_bytes, std::uint64_t device_budget, std::uint64_t segment_bytes,
+  // Device segments hold at most device_segment_bytes, host ones host_segment_bytes (at least
+  // one row each).
+  SegmentStore(std::uint64_t row_bytes, std::uint64_t device_budget,
+               std::uint64_t device_segment_bytes, std::uint64_t host_segment_bytes,
                HostMemory host_memory);
 
   // Makes sure rows [0, rows) have a place, allocating segments past the current capacity.
@@ -97,7 +101,8 @@ class SegmentStore {
  private:
   std::uint64_t row_bytes_ = 0;
   std::uint64_t device_budget_ = 0;
-  std::uint64_t max_rows_ = 1;  // per segment
+  std::uint64_t max_device_rows_ = 1;  // per segment
+  std::uint64_t max_host_rows_ = 1;
   HostMemory host_memory_ = HostMemory::pageable;
   std::uint64_t device_bytes_ = 0;
   std::vector<Segment> segments_;

@@ -374,6 +374,9 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
   device.driver_id = driver.driverID;
   device.limits = core.limits;
   device.max_memory_allocation_size = maintenance3.maxMemoryAllocationSize;
+  // No buffer is larger than one allocation.
+  device.info.max_op_binding_bytes = std::min<std::uint64_t>(
+      core.limits.maxStorageBufferRange, maintenance3.maxMemoryAllocationSize);
   describe_memory(handle, device);
   describe_queue_families(handle, device);
 

@@ -81,16 +81,26 @@ TEST_CASE("BinaryIndex: a tiny device budget streams from the host with identica
                    ElementType::float32, {45, 260, 9}};
       INFO(describe(c));
       BinaryIndexOptions o = options_for(c.dims, c.metric, c.threshold, c.keep, c.type, t.rng);
+      // Every row in one device segment (a search is one chain on the device), in many device
+      // segments (merged on the host), and mostly in host memory.
       BinaryIndex resident = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+      o.memory.device_segment_bytes = 1 << 10;
+      BinaryIndex segmented = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
       o.memory = tiny_memory();
       BinaryIndex streamed = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
       Model model(o);
       for (const std::uint64_t count : c.adds) {
         const Rows rows = make_rows(t.rng, count, c.dims, c.type);
         REQUIRE_OK(resident.add(rows.bytes, count));
+        REQUIRE_OK(segmented.add(rows.bytes, count));
         REQUIRE_OK(streamed.add(rows.bytes, count));
         model.add(rows);
       }
+      CHECK(resident.stats().code_segments == 1);
+      CHECK(resident.stats().vector_segments == 1);
+      CHECK(segmented.stats().code_segments >= 3);
+      CHECK(segmented.stats().vector_segments >= 3);
+      CHECK(segmented.stats().device_vector_rows == 314);
       const ferry::BinaryIndexStats stats = streamed.stats();
       CHECK(stats.rows == 314);
       CHECK(stats.device_code_rows > 0);
@@ -106,14 +116,19 @@ TEST_CASE("BinaryIndex: a tiny device budget streams from the host with identica
         INFO("k " << params.k << ", oversample " << params.oversample << ", rescore " << params.rescore);
         const SearchResults expected = model.search(queries, params);
         check_results(REQUIRE_VALUE(resident.search(queries.bytes, 11, params)), expected, "resident");
+        check_results(REQUIRE_VALUE(segmented.search(queries.bytes, 11, params)), expected,
+                      "segmented");
         check_results(REQUIRE_VALUE(streamed.search(queries.bytes, 11, params)), expected, "streamed");
       }
       // Enough queries that the host routes and merges them in several ranges at once, over
       // many segments.
       const Rows batch = make_rows(t.rng, 101, c.dims, c.type);
       const SearchParams params{10, 10, true};
-      check_results(REQUIRE_VALUE(streamed.search(batch.bytes, 101, params)),
-                    model.search(batch, params), "streamed, 101 queries");
+      const SearchResults expected = model.search(batch, params);
+      check_results(REQUIRE_VALUE(streamed.search(batch.bytes, 101, params)), expected,
+                    "streamed, 101 queries");
+      check_results(REQUIRE_VALUE(resident.search(batch.bytes, 101, params)), expected,
+                    "resident, 101 queries");
     }
   });
 }
@@ -364,6 +379,38 @@ TEST_CASE("BinaryIndex: an add that fails half way leaves the index as it was") 
 
 // ---- codes added and searched as they are (add_codes, search_codes) ---------------------------
 
+
+TEST_CASE("BinaryIndex: a device segment grown ahead of the rows falls back to the rows alone") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
+    BinaryIndexOptions o = options_for(56, IndexMetric::l2, IndexThreshold::zero,
+                                       KeptVectors::none, ElementType::float32, t.rng);
+    o.memory.device_segment_bytes = 4 << 10;  // 512 codes of 8 bytes
+    BinaryIndex index = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+    Model model(o);
+    const Rows first = make_rows(t.rng, 100, o.dims, o.input_type);
+    REQUIRE_OK(index.add(first.bytes, 100));
+    model.add(first);
+    CHECK(index.stats().code_segments == 1);  // 512 rows: the first segment's least
+    // 600 rows more: geometric growth asks for a second segment of 512 rows, more than the 188
+    // rows that do not fit the first; that allocation fails, one of 188 rows is made instead.
+    const Rows second = make_rows(t.rng, 600, o.dims, o.input_type);
+    {
+      const ferry_test::ScopedFaultPlan faults(
+          ferry::FaultPlan{}.fail(ferry::FaultSite::allocation, 1));
+      REQUIRE_OK(index.add(second.bytes, 600));
+      CHECK(ferry::fault_counts().injected[static_cast<int>(ferry::FaultSite::allocation)] == 1);
+    }
+    model.add(second);
+    CHECK(index.stats().code_segments == 2);
+    CHECK(index.stats().device_bytes == 700 * 8);
+    const Rows queries = make_rows(t.rng, 7, o.dims, o.input_type);
+    for (const std::uint32_t k : {1u, 9u, 700u}) {
+      const SearchParams params{k, 1, false};
+      check_results(REQUIRE_VALUE(index.search(queries.bytes, 7, params)),
+                    model.search(queries, params), "after the fallback");
+    }
+  });
+}
 
 TEST_CASE("BinaryIndex: add_codes and search_codes match the brute-force truth, in any placement") {
   ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {

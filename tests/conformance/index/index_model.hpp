@@ -240,6 +240,7 @@ inline BinaryIndexMemory tiny_memory() {
   BinaryIndexMemory memory;
   memory.code_budget_bytes = 1 << 10;
   memory.vector_budget_bytes = 2 << 10;
+  memory.device_segment_bytes = 2 << 10;
   memory.segment_bytes = 2 << 10;
   memory.staging_slab_bytes = 1 << 10;  // below a segment: host segments stream in chunks
   memory.staging_slabs = 2;
