@@ -116,12 +116,24 @@ std::uint32_t hamming_bound_sample_rows(std::uint32_t rows, std::uint32_t groups
       std::min<std::uint64_t>(std::uint64_t{groups} * kHammingBoundGroupRows, rows));
 }
 
+std::uint32_t hamming_pool_sample_groups(std::uint32_t rows, std::uint32_t k) {
+  const std::uint32_t groups = hamming_bound_sample_groups(rows, k);
+  if (groups == 0) return 0;
+  const std::uint32_t row_groups = static_cast<std::uint32_t>(
+      (std::uint64_t{rows} + kHammingBoundGroupRows - 1) / kHammingBoundGroupRows);
+  const std::uint32_t scaled = std::min(kHammingPoolMaxSampleGroups,
+                                        (row_groups + kHammingPoolSampleParts - 1) /
+                                            kHammingPoolSampleParts);
+  return std::min(row_groups, std::max(groups, scaled));
+}
+
 HammingPoolShape hamming_pool_shape(const HammingTopkArgs& args) {
   HammingPoolShape shape;
-  const std::uint32_t groups = hamming_bound_sample_groups(args.rows, args.k);
+  const std::uint32_t groups = hamming_pool_sample_groups(args.rows, args.k);
   if (groups == 0) return shape;
   const std::uint64_t sample_rows = hamming_bound_sample_rows(args.rows, groups);
   const std::uint64_t parts = (args.rows + sample_rows - 1) / sample_rows;
+  if (parts > kHammingPoolSampleParts) return shape;
   const std::uint64_t cap =
       std::bit_ceil(std::max<std::uint64_t>(kHammingMinPool, 3 * args.k * parts + args.k));
   if (cap > kHammingMaxPool) return shape;

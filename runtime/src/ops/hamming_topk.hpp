@@ -119,13 +119,23 @@ std::uint32_t hamming_bound_sample_rows(std::uint32_t rows, std::uint32_t groups
 // pass of its own.
 inline constexpr std::uint32_t kHammingMinPool = 1024;
 inline constexpr std::uint32_t kHammingMaxPool = 8192;
-// From this k on the pools pay (at k = 1 the buffered scan keeps one row per query and is
-// faster; measured on the H200, docs/PERFORMANCE.md), and the public call offers a backend that
-// pools scratch for them, up to kHammingScratchTarget like any search (the header's promise), in
-// slices of queries.
-inline constexpr std::uint32_t kHammingMinPooledK = 2;
+// From this k on the pools pay: every k since CUDA's scan takes tiles of 32 queries (k = 1, 1000
+// x 1M x 256-bit on the H200: 0.307 ms against 0.528 with the buffered scan; docs/PERFORMANCE.md),
+// and the public call offers a backend that pools scratch for them, up to kHammingScratchTarget
+// like any search (the header's promise), in slices of queries.
+inline constexpr std::uint32_t kHammingMinPooledK = 1;
+// The pooled search's sample: hamming_bound_sample_groups, grown with the database to at least
+// 1 / kHammingPoolSampleParts of it (at most kHammingPoolMaxSampleGroups groups, whose minima
+// take scratch per query), so that the bound stays as tight as over 1M rows and the pools as
+// small: with 256 groups, 10M rows made pools of 8192 rows for k = 10, in four slices of queries
+// (7.22 ms on the H200, slower than the buffered scan's 6.10; 6.05 with this sample). Past that
+// (a database of more than 16 x 4096 groups), no pools: 100M rows, k = 10, took 51.4 ms pooled in
+// slices of 250 queries, 40.1 buffered.
+inline constexpr std::uint32_t kHammingPoolSampleParts = 16;
+inline constexpr std::uint32_t kHammingPoolMaxSampleGroups = 4096;
+std::uint32_t hamming_pool_sample_groups(std::uint32_t rows, std::uint32_t k);
 struct HammingPoolShape {
-  std::uint32_t sample_groups = 0;  // hamming_bound_sample_groups
+  std::uint32_t sample_groups = 0;  // hamming_pool_sample_groups
   std::uint32_t sample_rows = 0;    // the first rows, in groups of kHammingBoundGroupRows
   std::uint32_t pool_cap = 0;       // keys per query; 0: no pooled search for these arguments
   // Scratch per query, in 32-bit words: the pool (a row index a key: the selection recomputes

@@ -181,6 +181,9 @@ TEST_CASE("hamming_topk: random and tied codes of every length, any k and size, 
         {256, 5, 80000, 300, 0, true},
         {256, 2, 262144, 1000},
         {256, 4, 60000, 200, 10},
+        // Past 16 x 256 groups of 256 rows, the pools' sample grows with the database (a
+        // sixteenth of it).
+        {64, 3, 1300000, 10},
     };
     for (const SearchCase& c : cases) check_case(t, t.device, c);
   });

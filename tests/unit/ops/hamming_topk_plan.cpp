@@ -287,21 +287,33 @@ TEST_CASE("hamming_topk plan: the pooled search's pools and the scratch offered 
     ferry::ops::HammingTopkArgs args;
     args.words = 8;
     args.k = 1 + static_cast<std::uint32_t>(rng() % 1024);
-    args.rows = 1 + static_cast<std::uint32_t>(rng() % 3'000'000);
+    args.rows = 1 + static_cast<std::uint32_t>(rng() % (trial % 2 == 0 ? 3'000'000 : 200'000'000));
     args.queries = 1 + static_cast<std::uint32_t>(rng() % 70'000);
     args.scratch_budget = (1ull << (16 + rng() % 12));  // 64 KiB to 128 MiB
     INFO("k " << args.k << ", rows " << args.rows << ", queries " << args.queries << ", budget "
               << args.scratch_budget);
     const HammingPoolShape shape = ferry::ops::hamming_pool_shape(args);
-    const std::uint32_t groups = ferry::ops::hamming_bound_sample_groups(args.rows, args.k);
+    const std::uint32_t groups = ferry::ops::hamming_pool_sample_groups(args.rows, args.k);
     const std::uint64_t scratch = ferry::ops::hamming_pool_scratch_bytes(args);
+    // The pools' sample: the bound's, or 1/16 of the database up to 4096 groups where larger.
+    const std::uint32_t bound_groups = ferry::ops::hamming_bound_sample_groups(args.rows, args.k);
+    const std::uint64_t row_groups = (std::uint64_t{args.rows} + 255) / 256;
+    CHECK((groups == 0) == (bound_groups == 0));
+    if (groups != 0) {
+      CHECK(groups >= bound_groups);
+      CHECK(groups <= row_groups);
+      CHECK((groups == bound_groups || groups == row_groups ||
+             groups == std::min<std::uint64_t>(4096, (row_groups + 15) / 16)));
+      CHECK((groups == row_groups || groups >= std::min<std::uint64_t>(4096, (row_groups + 15) / 16)));
+    }
     if (shape.pool_cap == 0) {
       CHECK(scratch == 0);
-      // None: no bound, or more than the largest pool wanted.
+      // None: no bound, a sample below a sixteenth of the database, or more than the largest
+      // pool wanted.
       if (groups != 0) {
         const std::uint64_t sample = std::min<std::uint64_t>(std::uint64_t{groups} * 256, args.rows);
         const std::uint64_t parts = (args.rows + sample - 1) / sample;
-        CHECK(3 * args.k * parts + args.k > ferry::ops::kHammingMaxPool);
+        CHECK((parts > 16 || 3 * args.k * parts + args.k > ferry::ops::kHammingMaxPool));
       }
       continue;
     }
@@ -309,6 +321,7 @@ TEST_CASE("hamming_topk plan: the pooled search's pools and the scratch offered 
     CHECK(shape.sample_groups == groups);
     CHECK(shape.sample_rows == std::min<std::uint64_t>(std::uint64_t{groups} * 256, args.rows));
     const std::uint64_t parts = (args.rows + shape.sample_rows - 1) / shape.sample_rows;
+    CHECK(parts <= 16);
     CHECK(std::has_single_bit(shape.pool_cap));
     CHECK(shape.pool_cap >= ferry::ops::kHammingMinPool);
     CHECK(shape.pool_cap <= ferry::ops::kHammingMaxPool);
