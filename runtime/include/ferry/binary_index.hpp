@@ -30,8 +30,9 @@
 //     rounded to float).
 //
 // Memory: codes and kept vectors live in device buffers (memory.device_segment_bytes at most
-// each), allocated as rows arrive (growing by chunks, never re-copied) while they fit their device
-// budget; rows beyond it keep their codes in host memory (streamed in chunks through the staging pool at
+// each), allocated as rows arrive while they fit their device budget (growing by chunks; while
+// the rows fit one device buffer, that buffer is replaced by a larger one, the rows copied on the
+// device, so that the index stays one segment); rows beyond it keep their codes in host memory (streamed in chunks through the staging pool at
 // search time, the upload of chunk i + 1 overlapping the search of chunk i) and their kept
 // vectors in pinned host memory that the device reads in place. Placement never changes results.
 //
@@ -84,9 +85,10 @@ struct BinaryIndexMemory {
   std::uint64_t code_budget_bytes = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t vector_budget_bytes = std::numeric_limits<std::uint64_t>::max();
   // The largest device buffer holding codes or kept vectors. 0 (the default): the largest range
-  // an op binds on the device (DeviceInfo::max_op_binding_bytes), at most 4 GiB. An index whose
+  // an op binds on the device (DeviceInfo::max_op_binding_bytes), below 4 GiB. An index whose
   // codes are one device buffer, and its kept vectors another, searches with rescoring in one
-  // chain on the device (see search()); more segments take a merge on the host.
+  // chain on the device (see search()); more segments take a merge on the host. A lone device
+  // segment regrows as one while the rows fit this.
   std::uint64_t device_segment_bytes = 0;
   // The largest host block holding codes or vectors; also bounds the chunks streamed at search
   // time and the index's work buffers.

@@ -87,6 +87,8 @@ Result<std::uint64_t> BinaryIndex::State::add(std::span<const std::byte> rows_in
     vectors.truncate(vector_segments);
     return status;
   }
+  codes.commit();
+  vectors.commit();
   rows = first + count;
   thresholds = std::move(new_thresholds);
   int8_scale = scale;
@@ -107,7 +109,7 @@ Result<std::uint64_t> BinaryIndex::State::add_codes(std::span<const std::byte> c
     taken += bytes;
     return step;
   };
-  Status status = codes.reserve(device, first + count, "codes");
+  Status status = reserve_rows(first + count, false, submitted);
   if (status.ok()) status = store_rows(codes, first, count, next, submitted);
   if (status.ok()) {
     status = submitted.wait();
@@ -118,8 +120,21 @@ Result<std::uint64_t> BinaryIndex::State::add_codes(std::span<const std::byte> c
     codes.truncate(code_segments);
     return status;
   }
+  codes.commit();
   rows = first + count;
   return first;
+}
+
+Status BinaryIndex::State::reserve_rows(std::uint64_t end, bool keep,
+                                        index::SubmittedWork& submitted) {
+  CommandList regrown;
+  FERRY_RETURN_IF_ERROR(codes.reserve(device, end, "codes", &regrown));
+  if (keep) FERRY_RETURN_IF_ERROR(vectors.reserve(device, end, "kept vectors", &regrown));
+  if (regrown.empty()) return Status();
+  // The rows a segment held, copied into its larger buffer; the add writes only rows past them.
+  FERRY_ASSIGN_OR_RETURN(const TimelinePoint copied, compute.submit(std::move(regrown)));
+  submitted.note(QueueKind::compute, copied);
+  return Status();
 }
 
 Status BinaryIndex::State::store_rows(const index::SegmentStore& store, std::uint64_t first,
@@ -150,9 +165,8 @@ Status BinaryIndex::State::add_rows(std::span<const std::byte> rows_in, std::uin
                                     std::uint64_t count, float scale,
                                     index::SubmittedWork& submitted) {
   const std::uint64_t end = first + count;
-  FERRY_RETURN_IF_ERROR(codes.reserve(device, end, "codes"));
   const bool keep = options.keep != KeptVectors::none;
-  if (keep) FERRY_RETURN_IF_ERROR(vectors.reserve(device, end, "kept vectors"));
+  FERRY_RETURN_IF_ERROR(reserve_rows(end, keep, submitted));
 
   const std::uint32_t dims = options.dims;
   const std::uint64_t raw_row = input_row_bytes();

@@ -177,6 +177,9 @@ struct BinaryIndex::State {
 
   index::StateMark mark() const;
   void restore(const index::StateMark& mark);
+  // Makes room for rows [0, end) of the codes (and the kept vectors with `keep`): a store that
+  // is one device segment regrows as one (SegmentStore::reserve), its copy submitted here.
+  Status reserve_rows(std::uint64_t end, bool keep, index::SubmittedWork& submitted);
   // Puts rows [first, first + count) of `store`, whose places are reserved, in place as they are,
   // in steps of at most a staging slab: device segments through the upload pool, host segments
   // by a host copy. `next(bytes)` gives the next step's rows (in row order, `bytes` long), or an

@@ -109,7 +109,29 @@ std::uint64_t SegmentStore::host_bytes() const {
   return bytes;
 }
 
-Status SegmentStore::reserve(const Device& device, std::uint64_t rows, const char* what) {
+bool SegmentStore::regrow(const Device& device, std::uint64_t rows, CommandList& copies) {
+  if (segments_.size() != 1 || !segments_[0].on_device() || replaced_.buffer.valid()) return false;
+  Segment& segment = segments_[0];
+  const std::uint64_t old_bytes = segment.capacity * row_bytes_;
+  const std::uint64_t budget_rows = device_budget_ / row_bytes_;  // the segment's own included
+  const std::uint64_t count =
+      std::min({max_device_rows_, budget_rows, std::max(rows, 2 * segment.capacity)});
+  if (count < rows) return false;
+  Result<Buffer> buffer = device.create_buffer(count * row_bytes_);
+  if (!buffer.ok()) return false;  // an allocation it could do without: a segment is added
+  if (!copies.copy(segment.device, 0, buffer.value(), 0, old_bytes).ok()) return false;
+  replaced_ = {std::move(segment.device), segment.capacity};
+  segment.device = std::move(buffer).value();
+  segment.capacity = count;
+  device_bytes_ += count * row_bytes_ - old_bytes;
+  return true;
+}
+
+Status SegmentStore::reserve(const Device& device, std::uint64_t rows, const char* what,
+                             CommandList* regrow_copies) {
+  if (capacity() < rows && regrow_copies != nullptr && regrow(device, rows, *regrow_copies)) {
+    return Status();
+  }
   while (capacity() < rows) {
     const std::uint64_t have = capacity();
     const bool host_started = !segments_.empty() && !segments_.back().on_device();
@@ -166,6 +188,13 @@ void SegmentStore::truncate(std::size_t count) {
     if (segments_.back().on_device()) device_bytes_ -= segments_.back().capacity * row_bytes_;
     segments_.pop_back();
   }
+  if (replaced_.buffer.valid() && !segments_.empty()) {
+    Segment& segment = segments_[0];
+    device_bytes_ -= (segment.capacity - replaced_.capacity) * row_bytes_;
+    segment.device = std::move(replaced_.buffer);
+    segment.capacity = replaced_.capacity;
+  }
+  replaced_ = {};
 }
 
 std::vector<SegmentPiece> SegmentStore::pieces(std::uint64_t first, std::uint64_t rows) const {

@@ -3,7 +3,8 @@
 // the device while they fit the device budget; every later one is in host memory (so the device
 // holds rows [0, device_rows()) and the host the rest). Segments grow geometrically up to their
 // limit (BinaryIndexMemory::device_segment_bytes, segment_bytes for host blocks), so an index
-// built by many small adds has few segments, and nothing is re-copied.
+// built by many small adds has few segments. Host rows are never re-copied; a lone device
+// segment regrows as one buffer (its rows copied on the device) while the limit allows.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,7 @@
 
 #include "ferry/buffer.hpp"
 #include "ferry/device.hpp"
+#include "ferry/queue.hpp"
 #include "ferry/status.hpp"
 
 namespace ferry::index {
@@ -82,10 +84,18 @@ class SegmentStore {
                HostMemory host_memory);
 
   // Makes sure rows [0, rows) have a place, allocating segments past the current capacity.
-  // `what` names the store in errors ("codes", "kept vectors").
-  Status reserve(const Device& device, std::uint64_t rows, const char* what);
-  // Forgets segments past the first `count` (an add that failed gives back what it allocated).
+  // `what` names the store in errors ("codes", "kept vectors"). With `regrow_copies`, a store
+  // that is one device segment grows by a larger device buffer holding its rows (twice as large,
+  // or as the rows need, within the limits), their copy recorded into `regrow_copies`, which the
+  // caller submits: the store stays one buffer, which a search takes in one pass. Where that
+  // buffer cannot be had, a segment is added as without.
+  Status reserve(const Device& device, std::uint64_t rows, const char* what,
+                 CommandList* regrow_copies = nullptr);
+  // Forgets segments past the first `count`, and puts back a segment regrown since the last
+  // commit() (an add that failed gives back what it allocated).
   void truncate(std::size_t count);
+  // Keeps what reserve() regrew: the buffer it replaced is released.
+  void commit() { replaced_ = {}; }
 
   // The pieces of rows [first, first + rows), in order, one per segment they touch.
   std::vector<SegmentPiece> pieces(std::uint64_t first, std::uint64_t rows) const;
@@ -106,6 +116,14 @@ class SegmentStore {
   HostMemory host_memory_ = HostMemory::pageable;
   std::uint64_t device_bytes_ = 0;
   std::vector<Segment> segments_;
+  // The lone device segment's buffer and capacity before reserve() regrew it, until commit().
+  struct Replaced {
+    Buffer buffer;
+    std::uint64_t capacity = 0;
+  } replaced_;
+
+  // reserve()'s regrowth; false (nothing changed) where it does not apply or has no buffer.
+  bool regrow(const Device& device, std::uint64_t rows, CommandList& copies);
 };
 
 }  // namespace ferry::index

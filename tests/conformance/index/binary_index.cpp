@@ -412,6 +412,47 @@ TEST_CASE("BinaryIndex: a device segment grown ahead of the rows falls back to t
   });
 }
 
+TEST_CASE("BinaryIndex: a lone device segment regrows as one, and a failed add puts it back") {
+  ferry_test::for_each_backend({"binary_quantize", "hamming_topk", "rescore"}, [](BackendUnderTest& t) {
+    // 2048 dims: codes of 256 bytes (the first device segment, 1 MiB, holds 4096), float32
+    // vectors of 8 KiB (the first holds the first add's rows).
+    const BinaryIndexOptions o = options_for(2048, IndexMetric::inner_product, IndexThreshold::zero,
+                                             KeptVectors::float32, ElementType::float32, t.rng);
+    BinaryIndex index = REQUIRE_VALUE(BinaryIndex::create(t.device, o));
+    Model model(o);
+    const Rows first = make_rows(t.rng, 1500, o.dims, o.input_type);
+    REQUIRE_OK(index.add(first.bytes, 1500));
+    model.add(first);
+    const ferry::BinaryIndexStats before = index.stats();
+    CHECK(before.code_segments == 1);
+    CHECK(before.vector_segments == 1);
+    // The next add must regrow the vectors' segment; its copy is the add's first submission.
+    const Rows second = make_rows(t.rng, 1500, o.dims, o.input_type);
+    {
+      const ferry_test::ScopedFaultPlan faults(ferry::FaultPlan{}.fail(ferry::FaultSite::submit, 1));
+      CHECK_ERROR(index.add(second.bytes, 1500), ErrorCode::backend_error);
+    }
+    CHECK(index.stats().rows == 1500);
+    CHECK(index.stats().device_bytes == before.device_bytes);
+    CHECK(index.stats().vector_segments == 1);
+    for (const Rows* rows : {&second, &first}) {  // 4500 rows: the codes regrow too
+      REQUIRE_OK(index.add(rows->bytes, 1500));
+      model.add(*rows);
+    }
+    const ferry::BinaryIndexStats after = index.stats();
+    CHECK(after.rows == 4500);
+    CHECK(after.code_segments == 1);
+    CHECK(after.vector_segments == 1);
+    CHECK(after.device_code_rows == 4500);
+    CHECK(after.device_vector_rows == 4500);
+    const Rows queries = make_rows(t.rng, 6, o.dims, o.input_type);
+    for (const SearchParams& params : {SearchParams{7, 1, false}, SearchParams{5, 8, true}}) {
+      check_results(REQUIRE_VALUE(index.search(queries.bytes, 6, params)),
+                    model.search(queries, params), "regrown");
+    }
+  });
+}
+
 TEST_CASE("BinaryIndex: add_codes and search_codes match the brute-force truth, in any placement") {
   ferry_test::for_each_backend({"binary_quantize", "hamming_topk"}, [](BackendUnderTest& t) {
     for (const std::uint32_t dims : {5u, 37u, 64u, 200u, 256u}) {
