@@ -891,15 +891,12 @@ Status rescore_table(Bench& bench) {
   options.keep = KeptVectors::float32;
   FERRY_ASSIGN_OR_RETURN(BinaryIndex index, BinaryIndex::create(bench.device, options));
   FERRY_RETURN_IF_ERROR(index.add(std::span<const float>(database), rows).status());
-  // Which way search() runs: one code and one vector segment on the device is one chain there,
-  // more merge on the host (docs/SEARCH.md).
+  // Where the rows are says which way search() runs (docs/SEARCH.md).
   const BinaryIndexStats stats = index.stats();
   table.notes.push_back("The index: " + std::to_string(stats.code_segments) + " code and " +
-                        std::to_string(stats.vector_segments) + " vector segments, " +
-                        (stats.code_segments == 1 && stats.vector_segments == 1 &&
-                                 stats.device_vector_rows == rows
-                             ? "searched as one chain on the device."
-                             : "its lists merged on the host."));
+                        std::to_string(stats.vector_segments) +
+                        " vector segments (one of each on the device: searched as one chain "
+                        "there, docs/SEARCH.md).");
 
   for (const std::uint64_t batch : bench.options.sizes("--index-queries")) {
     const auto queries = static_cast<std::uint32_t>(std::min<std::uint64_t>(batch, 1'000'000));

@@ -104,17 +104,15 @@ Status HammingTopkKernel::create(unsigned sm_count) {
 Result<bool> HammingTopkKernel::record_pooled(const ops::HammingTopkArgs& args,
                                               std::span<const backend::Binding> bindings,
                                               cudaStream_t stream) const {
-  // The pools (ops::HammingPoolShape) where they pay, from kHammingMinPooledK on (the public
-  // call then offered scratch for them); FERRY_CUDA_HAMMING_SCAN=pooled or =buffered forces one
-  // way (for tests and measurements), =pooled-exact the pooled search with pools that hold
+  // The pools (ops::HammingPoolShape) wherever their shape exists (the public call then offered
+  // scratch for them); FERRY_CUDA_HAMMING_SCAN=buffered forces the buffered scan (for tests and
+  // measurements; =pooled is the default), =pooled-exact the pooled search with pools that hold
   // nothing, so that every query takes the select kernel's exact pass (for tests).
   constexpr std::uint32_t kMinSlice = 32;
   const ops::HammingPoolShape shape = ops::hamming_pool_shape(args);
   const char* forced = std::getenv("FERRY_CUDA_HAMMING_SCAN");
   const std::string_view forced_scan = forced != nullptr ? forced : "";
-  const bool forced_pools = forced_scan == "pooled" || forced_scan == "pooled-exact";
-  if (!support_.mma || shape.pool_cap == 0 || bindings.size() <= 4 || forced_scan == "buffered" ||
-      (!forced_pools && args.k < ops::kHammingMinPooledK)) {
+  if (!support_.mma || shape.pool_cap == 0 || bindings.size() <= 4 || forced_scan == "buffered") {
     return false;
   }
   const std::uint32_t groups = shape.sample_groups;

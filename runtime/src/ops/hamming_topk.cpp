@@ -146,7 +146,7 @@ HammingPoolShape hamming_pool_shape(const HammingTopkArgs& args) {
 
 std::uint64_t hamming_pool_scratch_bytes(const HammingTopkArgs& args) {
   const HammingPoolShape shape = hamming_pool_shape(args);
-  if (shape.pool_cap == 0 || args.k < kHammingMinPooledK) return 0;
+  if (shape.pool_cap == 0) return 0;
   const std::uint64_t per_query = 4 * shape.words_per_query;
   const std::uint64_t all = std::min<std::uint64_t>(args.queries, 65535) * per_query;
   const std::uint64_t most = std::min(kHammingScratchTarget, args.scratch_budget);

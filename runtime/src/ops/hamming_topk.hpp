@@ -119,11 +119,10 @@ std::uint32_t hamming_bound_sample_rows(std::uint32_t rows, std::uint32_t groups
 // pass of its own.
 inline constexpr std::uint32_t kHammingMinPool = 1024;
 inline constexpr std::uint32_t kHammingMaxPool = 8192;
-// From this k on the pools pay: every k since CUDA's scan takes tiles of 32 queries (k = 1, 1000
-// x 1M x 256-bit on the H200: 0.307 ms against 0.528 with the buffered scan; docs/PERFORMANCE.md),
-// and the public call offers a backend that pools scratch for them, up to kHammingScratchTarget
-// like any search (the header's promise), in slices of queries.
-inline constexpr std::uint32_t kHammingMinPooledK = 1;
+// The pools pay for every k since CUDA's scan takes tiles of 32 queries (k = 1, 1000 x 1M x
+// 256-bit on the H200: 0.307 ms against 0.528 with the buffered scan; docs/PERFORMANCE.md), and
+// the public call offers a backend that pools scratch for them, up to kHammingScratchTarget like
+// any search (the header's promise), in slices of queries.
 // The pooled search's sample: hamming_bound_sample_groups, grown with the database to at least
 // 1 / kHammingPoolSampleParts of it (at most kHammingPoolMaxSampleGroups groups, whose minima
 // take scratch per query), so that the bound stays as tight as over 1M rows and the pools as
@@ -144,8 +143,8 @@ struct HammingPoolShape {
 };
 HammingPoolShape hamming_pool_shape(const HammingTopkArgs& args);
 // The scratch the public call offers a backend that pools (BackendDevice::uses_optional_scratch):
-// every query's pools (at most 65535 queries, kHammingScratchTarget and the slab), or 0 below
-// kHammingMinPooledK or without a pool shape.
+// every query's pools (at most 65535 queries, kHammingScratchTarget and the slab), or 0 without a
+// pool shape.
 std::uint64_t hamming_pool_scratch_bytes(const HammingTopkArgs& args);
 
 // One dispatch (per query slice).

@@ -329,8 +329,7 @@ TEST_CASE("hamming_topk plan: the pooled search's pools and the scratch offered 
     CHECK(shape.pool_cap / 2 < std::max<std::uint64_t>(ferry::ops::kHammingMinPool, 3 * args.k * parts + args.k));
     CHECK(shape.words_per_query == std::uint64_t{shape.pool_cap} + groups + 2);
     const std::uint64_t per_query = 4 * shape.words_per_query;
-    if (args.k < ferry::ops::kHammingMinPooledK ||
-        per_query > std::min(ferry::ops::kHammingScratchTarget, args.scratch_budget)) {
+    if (per_query > std::min(ferry::ops::kHammingScratchTarget, args.scratch_budget)) {
       CHECK(scratch == 0);
       continue;
     }
