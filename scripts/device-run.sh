@@ -139,6 +139,13 @@ for s in $steps; do
         step "conformance-cuda-$scan" env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \
           FERRY_CUDA_HAMMING_SCAN=$scan "$bin/ferry_conformance" --test-case='hamming*,BinaryIndex*'
       done
+      # hamming_topk's Vulkan buffered scan forced where the pooled search runs by default, and
+      # the pooled search's exact pass for every query, as on CUDA
+      for scan in buffered pooled-exact; do
+        step "conformance-vulkan-$scan" env FERRY_BACKENDS=vulkan FERRY_REQUIRE=vulkan \
+          FERRY_VALIDATION=1 FERRY_VULKAN_HAMMING_SCAN=$scan "$bin/ferry_conformance" \
+          --test-case='hamming*,BinaryIndex*'
+      done
       # hamming_topk's Vulkan cooperative-matrix scan, which runs only when asked for
       step conformance-vulkan-coopmat env FERRY_BACKENDS=vulkan FERRY_REQUIRE=vulkan \
         FERRY_VALIDATION=1 FERRY_VULKAN_HAMMING_SCAN=coopmat \

@@ -57,6 +57,21 @@
 // query * k + k - 1 (the k-th smallest of a sample's group minima, a run the bound passes wrote):
 // no row beyond it can be among the k nearest, so spans may keep fewer than k rows (padding).
 #define FERRY_HAMMING_BOUNDED 4u
+// The pooled search (hamming_topk.comp, "Pools"), in four dispatches per slice of queries:
+// - FROM_CODES | POOLED | MINIMA: the sample's scan, each span (a group of the sample) writing
+//   per query its smallest distance as the candidate out_base + query * out_stride + span;
+// - POOLED, a merge: the bound pass (the k smallest of those minima), which also zeroes the
+//   query's pool count;
+// - FROM_CODES | POOLED | BOUNDED: the scan, every row within its query's bound appended to the
+//   query's pool: row indices from scratch word query * pool_cap on, their count at word
+//   pool_counts + query (entries past pool_cap counted, not written);
+// - SELECT, FINAL: per query, its k from the pool (sorted in shared memory, at most
+//   FERRY_HAMMING_MAX_POOL entries: the whole pool, or its rows at or within the k-th distance),
+//   or from an exact pass over every row when it overflowed.
+#define FERRY_HAMMING_POOLED 8u
+#define FERRY_HAMMING_MINIMA 16u
+#define FERRY_HAMMING_SELECT 32u
+#define FERRY_HAMMING_MAX_POOL 2048
 
 #ifdef __cplusplus
 #include <cstddef>
@@ -87,11 +102,13 @@ layout(push_constant, std430) uniform HammingTopkPushConstants {
   FERRY_UINT indices_word;
   FERRY_UINT scratch_word;
   FERRY_UINT bound_base;   // FERRY_HAMMING_BOUNDED: the bounds' run (candidates)
+  FERRY_UINT pool_cap;     // FERRY_HAMMING_POOLED: row indices a pool holds
+  FERRY_UINT pool_counts;  // FERRY_HAMMING_POOLED: the scratch word of query 0's pool count
 #ifdef __cplusplus
 };
 #undef FERRY_UINT
-static_assert(sizeof(HammingTopkPushConstants) == 76);
-static_assert(offsetof(HammingTopkPushConstants, bound_base) == 72);
+static_assert(sizeof(HammingTopkPushConstants) == 84);
+static_assert(offsetof(HammingTopkPushConstants, pool_counts) == 80);
 }  // namespace ferry::shaders
 #else
 } push;

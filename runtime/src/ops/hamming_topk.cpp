@@ -141,13 +141,15 @@ HammingPoolShape hamming_pool_shape(const HammingTopkArgs& args) {
   shape.sample_rows = static_cast<std::uint32_t>(sample_rows);
   shape.pool_cap = static_cast<std::uint32_t>(cap);
   shape.words_per_query = cap + 1 + groups + 1;
+  shape.offered_words_per_query =
+      std::max<std::uint64_t>(shape.words_per_query, cap + 1 + 2ull * groups + 2ull * args.k + 1);
   return shape;
 }
 
 std::uint64_t hamming_pool_scratch_bytes(const HammingTopkArgs& args) {
   const HammingPoolShape shape = hamming_pool_shape(args);
   if (shape.pool_cap == 0) return 0;
-  const std::uint64_t per_query = 4 * shape.words_per_query;
+  const std::uint64_t per_query = 4 * shape.offered_words_per_query;
   const std::uint64_t all = std::min<std::uint64_t>(args.queries, 65535) * per_query;
   const std::uint64_t most = std::min(kHammingScratchTarget, args.scratch_budget);
   if (per_query > most) return 0;

@@ -110,7 +110,8 @@ std::uint32_t hamming_bound_sample_groups(std::uint32_t rows, std::uint32_t k);
 // The rows of `groups` sample groups: the database's first ones.
 std::uint32_t hamming_bound_sample_rows(std::uint32_t rows, std::uint32_t groups);
 
-// The pooled search (the CUDA backend's tensor-core path, cuda_backend/ops/hamming_topk_launch.hpp):
+// The pooled search (the CUDA backend's tensor-core path, cuda_backend/ops/hamming_topk_launch.hpp;
+// Vulkan's portable path, shaders/hamming_topk.comp "Pools"):
 // the bound passes, then every row within its query's bound into the query's pool, then a
 // selection per query. About k rows per sample's worth of the database lie within a bound, so a
 // pool holds three times that and k more, at least kHammingMinPool keys (a power of two); none
@@ -138,8 +139,12 @@ struct HammingPoolShape {
   std::uint32_t sample_rows = 0;    // the first rows, in groups of kHammingBoundGroupRows
   std::uint32_t pool_cap = 0;       // keys per query; 0: no pooled search for these arguments
   // Scratch per query, in 32-bit words: the pool (a row index a key: the selection recomputes
-  // their distances), its count, the sample's minima and the bound.
+  // their distances), its count, the sample's minima and the bound (CUDA's layout).
   std::uint64_t words_per_query = 0;
+  // The scratch per query the public call offers: the larger of the GPU backends' layouts
+  // (Vulkan's keeps the minima and the bounds as candidates of two words: the pool, its count,
+  // 2 x groups, 2 x k and a word to align the candidates).
+  std::uint64_t offered_words_per_query = 0;
 };
 HammingPoolShape hamming_pool_shape(const HammingTopkArgs& args);
 // The scratch the public call offers a backend that pools (BackendDevice::uses_optional_scratch):

@@ -40,9 +40,10 @@ class VulkanDevice final : public backend::BackendDevice {
       std::uint64_t initial) override;
   // An op runs when the device has the optional features its shader needs (kNeeds).
   Status op_support(ops::OpKind op) const override;
-  // ibp_decode copies a host stream's tables to the scratch (ops/ibp_decode.cpp).
+  // ibp_decode copies a host stream's tables to the scratch (ops/ibp_decode.cpp); hamming_topk
+  // keeps its pools there (ops::hamming_pool_shape).
   bool uses_optional_scratch(ops::OpKind op) const override {
-    return op == ops::OpKind::ibp_decode;
+    return op == ops::OpKind::ibp_decode || op == ops::OpKind::hamming_topk;
   }
   // The op's pipeline's record-time check (normalize: the storage-buffer window).
   Status check_command(const backend::OpCommand& command) const override;

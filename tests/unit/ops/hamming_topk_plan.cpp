@@ -328,7 +328,9 @@ TEST_CASE("hamming_topk plan: the pooled search's pools and the scratch offered 
     CHECK(shape.pool_cap >= 3 * args.k * parts + args.k);
     CHECK(shape.pool_cap / 2 < std::max<std::uint64_t>(ferry::ops::kHammingMinPool, 3 * args.k * parts + args.k));
     CHECK(shape.words_per_query == std::uint64_t{shape.pool_cap} + groups + 2);
-    const std::uint64_t per_query = 4 * shape.words_per_query;
+    CHECK(shape.offered_words_per_query ==
+          std::uint64_t{shape.pool_cap} + 2ull * groups + 2ull * args.k + 2);
+    const std::uint64_t per_query = 4 * shape.offered_words_per_query;
     if (per_query > std::min(ferry::ops::kHammingScratchTarget, args.scratch_budget)) {
       CHECK(scratch == 0);
       continue;
@@ -341,4 +343,62 @@ TEST_CASE("hamming_topk plan: the pooled search's pools and the scratch offered 
     CHECK((scratch == queries * per_query ||
            scratch + per_query > std::min(ferry::ops::kHammingScratchTarget, args.scratch_budget)));
   }
+}
+
+TEST_CASE("hamming_topk plan: the Vulkan pooled search's slices fit the scratch offered") {
+  using ferry::vulkan::HammingPoolPlan;
+  std::mt19937_64 rng(32);
+  int pooled = 0, sliced = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    ferry::ops::HammingTopkArgs args;
+    args.words = 2 * (1 + static_cast<std::uint32_t>(rng() % 64));
+    args.k = 1 + static_cast<std::uint32_t>(rng() % 1024);
+    args.rows = 1 + static_cast<std::uint32_t>(rng() % (trial % 2 == 0 ? 3'000'000 : 60'000'000));
+    args.queries = 1 + static_cast<std::uint32_t>(rng() % (trial % 3 == 0 ? 70'000 : 2'000));
+    args.scratch_budget = (1ull << (16 + rng() % 12));  // 64 KiB to 128 MiB
+    INFO("k " << args.k << ", rows " << args.rows << ", queries " << args.queries << ", budget "
+              << args.scratch_budget);
+    const ferry::ops::HammingPoolShape shape = ferry::ops::hamming_pool_shape(args);
+    // The public call offers this much (or the plan's own scratch, when larger).
+    const std::uint64_t offered = ferry::ops::hamming_pool_scratch_bytes(args);
+    const HammingPoolPlan plan = ferry::vulkan::hamming_pool_plan(args, offered);
+    if (shape.pool_cap == 0 || offered == 0) {
+      CHECK(plan.pool_cap == 0);
+      continue;
+    }
+    const std::uint64_t slice_limit = std::min<std::uint64_t>(args.queries, 65535);
+    if (plan.pool_cap == 0) {
+      // No slice of kHammingMinPoolSlice queries (or of all of them) fits.
+      CHECK(offered / 4 / (shape.pool_cap + 2ull * (shape.sample_groups + args.k) + 2) <
+            std::min<std::uint64_t>(ferry::vulkan::kHammingMinPoolSlice, slice_limit));
+      continue;
+    }
+    ++pooled;
+    CHECK(plan.pool_cap == shape.pool_cap);
+    CHECK(plan.sample_groups == shape.sample_groups);
+    CHECK(plan.sample_rows == shape.sample_rows);
+    REQUIRE(plan.slice >= 1);
+    CHECK(plan.slice <= slice_limit);
+    // Equal slices, as few as the scratch holds.
+    const auto words = [&](std::uint64_t slice) {
+      return (slice * plan.pool_cap + slice + 1) / 2 * 2 + 2 * slice * (plan.sample_groups + args.k);
+    };
+    const std::uint64_t slices = (args.queries + plan.slice - 1) / plan.slice;
+    CHECK((args.queries + slices - 1) / slices == plan.slice);
+    CHECK(4 * words(plan.slice) <= offered);
+    if (slices > 1) {
+      ++sliced;
+      const std::uint64_t fewer = (args.queries + slices - 2) / (slices - 1);
+      CHECK((fewer > 65535 || 4 * words(fewer) > offered));
+    }
+    // The layout: pools, counts, then the minima and the bounds as candidates from an even word,
+    // each region after the one before, all within the scratch.
+    CHECK(plan.counts_word == std::uint64_t{plan.slice} * plan.pool_cap);
+    CHECK(2ull * plan.minima_base >= std::uint64_t{plan.counts_word} + plan.slice);
+    CHECK(2ull * plan.minima_base <= std::uint64_t{plan.counts_word} + plan.slice + 1);
+    CHECK(plan.bound_base == std::uint64_t{plan.minima_base} + std::uint64_t{plan.slice} * plan.sample_groups);
+    CHECK(8ull * (plan.bound_base + std::uint64_t{plan.slice} * args.k) <= offered);
+  }
+  CHECK(pooled > 100);
+  CHECK(sliced > 10);
 }

@@ -21,17 +21,18 @@ namespace {
 using shaders::HammingTopkPushConstants;
 constexpr spirv::PushConstantLayout kLayout = spirv::push_constant_layout(shaders::hamming_topk_spv);
 static_assert(kLayout.found, "hamming_topk.comp must declare one push-constant block");
-static_assert(kLayout.member_count == 19);
+static_assert(kLayout.member_count == 21);
 static_assert(kLayout.offsets[0] == offsetof(HammingTopkPushConstants, flags));
 static_assert(kLayout.offsets[5] == offsetof(HammingTopkPushConstants, group_items));
 static_assert(kLayout.offsets[6] == offsetof(HammingTopkPushConstants, cap));
 static_assert(kLayout.offsets[17] == offsetof(HammingTopkPushConstants, scratch_word));
 static_assert(kLayout.offsets[18] == offsetof(HammingTopkPushConstants, bound_base));
+static_assert(kLayout.offsets[20] == offsetof(HammingTopkPushConstants, pool_counts));
 // The cooperative-matrix scan takes the same push constants (and bindings).
 constexpr spirv::PushConstantLayout kCoopmatLayout =
     spirv::push_constant_layout(shaders::hamming_topk_coopmat_spv);
 static_assert(kCoopmatLayout.found && kCoopmatLayout.member_count == kLayout.member_count);
-static_assert(kCoopmatLayout.offsets[18] == offsetof(HammingTopkPushConstants, bound_base));
+static_assert(kCoopmatLayout.offsets[20] == offsetof(HammingTopkPushConstants, pool_counts));
 // The shader's constants are the plan's.
 static_assert(FERRY_HAMMING_WORKGROUP_SIZE == ops::kHammingWorkgroupSize);
 static_assert(FERRY_HAMMING_MERGE_GROUP == ops::kHammingMergeGroup);
@@ -48,6 +49,11 @@ static_assert(kHammingSharedBytes <= 32768);
 // short still fit the grid (a workgroup takes one span).
 constexpr std::uint32_t kCpuMaxSpan = 4096;
 static_assert(kCpuMaxSpan >= ops::kHammingChunkRows && kCpuMaxSpan % FERRY_HAMMING_ROUND_ROWS == 0);
+
+// The same limit for the pooled search: a query whose pool overflows takes an exact pass of
+// about 2 x rows / 256 x (words + 2) iterations, so pools only for databases that keep it at half
+// the limit.
+constexpr std::uint64_t kCpuMaxExactIterations = 32768;
 
 // For measurements: the scan's preferred tile (hamming_scan_shape).
 constexpr const char* kTileVariable = "FERRY_VULKAN_HAMMING_TILE";
@@ -85,6 +91,15 @@ Window window_of(const backend::Binding& binding, std::uint64_t alignment) {
   return window;
 }
 
+// Where each binding's data starts in its window, as the shader reads them.
+void set_first_words(HammingTopkPushConstants& push, const std::array<Window, 5>& windows) {
+  push.queries_word = windows[0].first_word;
+  push.database_word = windows[1].first_word;
+  push.distances_word = windows[2].first_word;
+  push.indices_word = windows[3].first_word;
+  push.scratch_word = windows[4].first_word;
+}
+
 }  // namespace
 
 Status HammingTopkPipeline::create(const DeviceContext& context) {
@@ -107,6 +122,13 @@ Status HammingTopkPipeline::create(const DeviceContext& context) {
                                                      "' is not 4, 8, 16 or 32");
     }
   }
+  if (const char* scan = std::getenv("FERRY_VULKAN_HAMMING_SCAN"); scan != nullptr) {
+    // The device checked the value when it opened (physical_devices.cpp).
+    const std::string_view value(scan);
+    if (value == "buffered") pools_ = Pools::never;
+    if (value == "pooled-exact") pools_ = Pools::exact_only;
+  }
+  if (context.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU) max_exact_iterations_ = kCpuMaxExactIterations;
   FERRY_RETURN_IF_ERROR(program_.create(context, shaders::hamming_topk_spv, 5,
                                         sizeof(HammingTopkPushConstants)));
   // The device offers the shader's shared memory and workgroup size (kNeeds), or it would not
@@ -211,6 +233,97 @@ Status HammingTopkPipeline::check(const ops::HammingTopkArgs&,
   return Status();
 }
 
+Result<bool> HammingTopkPipeline::record_pooled(VkCommandBuffer command_buffer,
+                                                const ops::HammingTopkArgs& args,
+                                                std::span<const backend::Binding> bindings) const {
+  if (pools_ == Pools::never || bindings.size() <= 4) return false;
+  const HammingPoolPlan plan = hamming_pool_plan(args, bindings[4].size);
+  if (plan.pool_cap == 0) return false;
+  constexpr std::uint32_t kGroup = FERRY_HAMMING_WORKGROUP_SIZE;
+  const std::uint64_t exact_iterations =
+      2 * ((std::uint64_t{args.rows} + kGroup - 1) / kGroup) * (args.words + 2);
+  if (max_exact_iterations_ != 0 && exact_iterations > max_exact_iterations_) return false;
+  // The pooled scan keeps no key buffers: its tile is the scan's for k = 1 (32 queries unless
+  // fewer hold the slice or the codes need less).
+  const std::uint32_t tile = hamming_scan_shape(1, args.words, plan.slice, preferred_tile_).tile;
+  const std::uint32_t span =
+      std::min(ops::hamming_scan_span(args.rows, plan.slice, tile, FERRY_HAMMING_ROUND_ROWS,
+                                      resident_groups_),
+               max_span_);
+  FERRY_ASSIGN_OR_RETURN(const VkPipeline scan, scan_pipeline(tile));
+  const VolkDeviceTable& vk = context_->vk;
+  std::array<Window, 5> windows{};
+  std::array<VkDescriptorBufferInfo, 5> infos{};
+  for (std::size_t i = 0; i < infos.size(); ++i) {
+    windows[i] = window_of(bindings[i], offset_alignment_);
+    infos[i] = windows[i].info;
+  }
+  HammingTopkPushConstants common{};
+  common.words = args.words;
+  common.k = args.k;
+  common.pool_cap = pools_ == Pools::exact_only ? 0 : plan.pool_cap;
+  common.pool_counts = plan.counts_word;
+  common.bound_base = plan.bound_base;
+  set_first_words(common, windows);
+  VkPipeline bound = VK_NULL_HANDLE;
+  bool first = true;
+  const auto dispatch = [&](VkPipeline pipeline, const HammingTopkPushConstants& push,
+                            std::uint32_t groups_x, std::uint32_t groups_y) {
+    if (pipeline != bound) {
+      vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+      bound = pipeline;
+    }
+    // One program: the descriptors pushed once survive the pipeline changes.
+    if (first) {
+      program_.push_storage_buffers(command_buffer, infos);
+    } else {
+      record_compute_barrier(vk, command_buffer);  // each reads what the one before wrote
+    }
+    first = false;
+    vk.vkCmdPushConstants(command_buffer, program_.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                          sizeof(push), &push);
+    vk.vkCmdDispatch(command_buffer, std::min(groups_x, max_groups_x_), groups_y, 1);
+  };
+  for (std::uint32_t begin = 0; begin < args.queries; begin += plan.slice) {
+    HammingTopkPushConstants push = common;
+    push.query_begin = begin;
+    push.query_count = std::min(plan.slice, args.queries - begin);
+    const std::uint32_t tiles = (push.query_count + tile - 1) / tile;
+    // The sample's minima: a span per group of the sample.
+    HammingTopkPushConstants minima = push;
+    minima.flags = FERRY_HAMMING_FROM_CODES | FERRY_HAMMING_POOLED | FERRY_HAMMING_MINIMA;
+    minima.items = plan.sample_rows;
+    minima.group_items = ops::kHammingBoundGroupRows;
+    minima.groups = plan.sample_groups;
+    minima.out_base = plan.minima_base;
+    minima.out_stride = plan.sample_groups;
+    dispatch(scan, minima, minima.groups, tiles);
+    // The bounds: the k smallest minima per query (a merge of one group), the pools emptied.
+    HammingTopkPushConstants bounds = push;
+    bounds.flags = FERRY_HAMMING_POOLED;
+    bounds.items = plan.sample_groups;
+    bounds.groups = 1;
+    bounds.group_items = ops::kHammingMergeGroup;
+    bounds.in_base = plan.minima_base;
+    bounds.in_stride = plan.sample_groups;
+    bounds.out_base = plan.bound_base;
+    bounds.out_stride = args.k;
+    dispatch(merge_pipeline_, bounds, 1, push.query_count);
+    // The scan filling the pools, then the selection.
+    HammingTopkPushConstants fill = push;
+    fill.flags = FERRY_HAMMING_FROM_CODES | FERRY_HAMMING_POOLED | FERRY_HAMMING_BOUNDED;
+    fill.items = args.rows;
+    fill.group_items = span;
+    fill.groups = (args.rows + span - 1) / span;
+    dispatch(scan, fill, fill.groups, tiles);
+    HammingTopkPushConstants select = push;
+    select.flags = FERRY_HAMMING_SELECT | FERRY_HAMMING_FINAL;
+    select.items = args.rows;
+    dispatch(merge_pipeline_, select, 1, push.query_count);
+  }
+  return true;
+}
+
 Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::HammingTopkArgs& args,
                                    std::span<const backend::Binding> bindings) const {
   // Level 0 scans spans of rows for tiles of queries (hamming_topk_plan.hpp); the plan is made
@@ -219,6 +332,10 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
   const HammingScanShape coopmat_shape =
       coopmat_ ? hamming_coopmat_scan_shape(args.k, args.queries) : HammingScanShape{};
   const bool coopmat = coopmat_shape.tile != 0;
+  if (!coopmat) {
+    FERRY_ASSIGN_OR_RETURN(const bool pooled, record_pooled(command_buffer, args, bindings));
+    if (pooled) return Status();
+  }
   const HammingScanShape shape =
       coopmat ? coopmat_shape : hamming_scan_shape(args.k, args.words, args.queries, preferred_tile_);
   const std::uint32_t span =
@@ -330,11 +447,7 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
     push.in_stride = pass.in_stride;
     push.out_base = pass.out_base;
     push.out_stride = pass.out_stride;
-    push.queries_word = windows[0].first_word;
-    push.database_word = windows[1].first_word;
-    push.distances_word = windows[2].first_word;
-    push.indices_word = windows[3].first_word;
-    push.scratch_word = windows[4].first_word;
+    set_first_words(push, windows);
     vk.vkCmdPushConstants(command_buffer, program.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
                           sizeof(push), &push);
     const std::uint32_t rows_of_groups =

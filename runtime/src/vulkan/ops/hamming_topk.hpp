@@ -2,9 +2,12 @@
 // pass of the plan (ops/hamming_topk.hpp), with five storage buffers bound with push descriptors.
 // One pipeline per path (specialization constants): the merges', made with the device, and the
 // level-0 scan's for each tile size (hamming_topk_plan.hpp), each made the first time a search
-// needs it. Where the device was opened with cooperative matrices (DeviceContext::
-// cooperative_matrix), the scan is shaders/hamming_topk_coopmat.comp's instead for the searches
-// hamming_coopmat_scan_shape gives a tile (same keys and selection, same results).
+// needs it. The pooled search (the default where its pools apply: hamming_pool_plan) runs the
+// scan's pipeline over a sample, the merges' for the bounds, the scan's again filling the pools
+// and the merges' (its selection) last. Where the device was opened with cooperative matrices
+// (DeviceContext::cooperative_matrix), the scan is shaders/hamming_topk_coopmat.comp's instead
+// for the searches hamming_coopmat_scan_shape gives a tile (same keys and selection, same
+// results), without pools.
 #pragma once
 
 #include <volk.h>
@@ -56,6 +59,10 @@ class HammingTopkPipeline {
   Result<VkPipeline> coopmat_pipeline(std::uint32_t tile) const;
   // tile 0: the merges.
   Result<VkPipeline> make_pipeline(const ComputeProgram& program, std::uint32_t tile) const;
+  // The pooled search (hamming_topk.comp, "Pools") where it applies (hamming_pool_plan, the
+  // portable scan, scratch bound); false when it does not, having recorded nothing.
+  Result<bool> record_pooled(VkCommandBuffer command_buffer, const ops::HammingTopkArgs& args,
+                             std::span<const backend::Binding> bindings) const;
 
   const DeviceContext* context_ = nullptr;
   ComputeProgram program_;
@@ -68,6 +75,13 @@ class HammingTopkPipeline {
   std::uint64_t resident_groups_ = 1;  // workgroups the device runs at once (an estimate)
   std::uint32_t max_span_ = ops::kHammingScanMaxSpan;  // kCpuMaxSpan on a CPU implementation
   std::uint32_t preferred_tile_ = 0;   // FERRY_VULKAN_HAMMING_TILE, 0 when unset
+  // FERRY_VULKAN_HAMMING_SCAN: pools where they apply (unset, portable, coopmat: the
+  // cooperative-matrix scan, which has no pools), buffered (never), pooled-exact (pools that
+  // hold nothing: every query takes the selection's exact pass, for tests).
+  enum class Pools { where_they_apply, never, exact_only };
+  Pools pools_ = Pools::where_they_apply;
+  // lavapipe: pools only for databases whose exact pass stays within its loop limit.
+  std::uint64_t max_exact_iterations_ = 0;  // 0: no limit
   std::uint64_t offset_alignment_ = 1;
   std::uint64_t max_window_bytes_ = 0;
   std::uint32_t max_groups_x_ = 65535;

@@ -47,6 +47,31 @@ HammingScanShape hamming_scan_shape(std::uint32_t k, std::uint32_t words, std::u
   return shape;
 }
 
+HammingPoolPlan hamming_pool_plan(const ops::HammingTopkArgs& args, std::uint64_t scratch_bytes) {
+  const ops::HammingPoolShape shape = ops::hamming_pool_shape(args);
+  if (shape.pool_cap == 0 || args.queries == 0) return {};
+  const std::uint64_t groups = shape.sample_groups;
+  // Words of a slice of `slice` queries.
+  const auto words = [&](std::uint64_t slice) {
+    const std::uint64_t counts_end = slice * shape.pool_cap + slice;
+    return (counts_end + 1) / 2 * 2 + 2 * slice * (groups + args.k);
+  };
+  const std::uint64_t per_query = shape.pool_cap + 1 + 2 * (groups + args.k) + 1;
+  std::uint64_t fits = std::min<std::uint64_t>(scratch_bytes / 4 / per_query, 65535);
+  while (fits > 0 && words(fits) * 4 > scratch_bytes) --fits;  // per_query covers the alignment
+  if (fits < kHammingMinPoolSlice && fits < args.queries) return {};
+  const std::uint64_t slices = (args.queries + fits - 1) / fits;
+  HammingPoolPlan plan;
+  plan.pool_cap = shape.pool_cap;
+  plan.sample_groups = shape.sample_groups;
+  plan.sample_rows = shape.sample_rows;
+  plan.slice = static_cast<std::uint32_t>((args.queries + slices - 1) / slices);
+  plan.counts_word = plan.slice * plan.pool_cap;
+  plan.minima_base = (plan.counts_word + plan.slice + 1) / 2;
+  plan.bound_base = plan.minima_base + plan.slice * plan.sample_groups;
+  return plan;
+}
+
 std::string hamming_coopmat_unsupported(const CooperativeMatrixSupport& support) {
   if (!support.extension) return "no VK_NV_cooperative_matrix";
   if (!support.feature) return "no cooperativeMatrix feature";

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "hamming_topk_abi.h"
+#include "ops/hamming_topk.hpp"
 #include "vulkan/cooperative_matrix.hpp"
 
 namespace ferry::vulkan {
@@ -27,6 +28,26 @@ struct HammingScanShape {
 // `preferred_tile` 0 picks by k and the number of queries.
 HammingScanShape hamming_scan_shape(std::uint32_t k, std::uint32_t words, std::uint32_t queries,
                                     std::uint32_t preferred_tile = 0);
+
+// ---- The pooled search (shaders/hamming_topk.comp, "Pools") ----
+//
+// Its scratch for a slice of queries, in 32-bit words from the binding's start: the pools
+// (pool_cap row indices per query), their counts, then, from an even word, as candidates of two
+// words (what the bound pass, a merge, reads and writes), the sample's minima (sample_groups per
+// query) and the bounds (k per query).
+struct HammingPoolPlan {
+  std::uint32_t pool_cap = 0;  // 0: no pooled search
+  std::uint32_t sample_groups = 0;
+  std::uint32_t sample_rows = 0;
+  std::uint32_t slice = 0;        // queries per slice (slices of equal size)
+  std::uint32_t counts_word = 0;  // query 0's pool count
+  std::uint32_t minima_base = 0;  // candidates
+  std::uint32_t bound_base = 0;   // candidates
+};
+// Pools where ops::hamming_pool_shape has them, with a slice of at least kHammingMinPoolSlice
+// queries (or all of them) in `scratch_bytes`.
+inline constexpr std::uint32_t kHammingMinPoolSlice = 32;
+HammingPoolPlan hamming_pool_plan(const ops::HammingTopkArgs& args, std::uint64_t scratch_bytes);
 
 // ---- The scan's cooperative-matrix path (shaders/hamming_topk_coopmat.comp) ----
 //
