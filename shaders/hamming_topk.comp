@@ -502,7 +502,9 @@ void select_pool() {
     const uint bins = words * 32u + 1u;
     for (uint b = t; b < bins; b += WG) s_pool[SELECT_HIST + b] = 0u;
     barrier();
-    for (uint i = t; i < n; i += WG) atomicAdd(s_pool[SELECT_HIST + row_distance(pool_row(q, i))], 1u);
+    for (uint i = t; i < n; i += WG) {
+      atomicAdd(s_pool[SELECT_HIST + row_distance(pool_row(q, i))], 1u);
+    }
     barrier();
     if (t == 0u) {
       uint within = 0u, b = 0u;

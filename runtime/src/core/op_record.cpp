@@ -1,5 +1,6 @@
 #include "core/op_record.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,8 @@ Result<bool> uses_optional_scratch(const BufferRef& memory, ops::OpKind op, cons
 }
 
 Status OpRecorder::record(CommandList& list, const char* call, ops::OpArgs args,
-                          std::span<const BindingRequest> bindings, std::uint64_t scratch_bytes) {
+                          std::span<const BindingRequest> bindings, std::uint64_t scratch_bytes,
+                          std::uint64_t preferred_scratch_bytes) {
   const std::shared_ptr<DeviceCore>* device = nullptr;
   for (const BindingRequest& binding : bindings) {
     FERRY_RETURN_IF_ERROR(
@@ -101,11 +103,24 @@ Status OpRecorder::record(CommandList& list, const char* call, ops::OpArgs args,
   }
 
   RecordedCommand recorded;
-  if (scratch_bytes > 0) {
+  std::optional<Lease> scratch;
+  if (preferred_scratch_bytes > scratch_bytes) {
     const std::shared_ptr<DeviceState> runtime = (*device)->runtime.lock();
     if (!runtime) return (*device)->closed_error(call);
-    FERRY_ASSIGN_OR_RETURN(const Lease scratch, acquire_scratch(*runtime, scratch_bytes, call));
-    const std::shared_ptr<LeaseState>& lease = scratch.state();
+    Result<Lease> preferred = acquire_scratch(*runtime, preferred_scratch_bytes, call);
+    if (preferred.ok()) {
+      scratch = std::move(preferred).value();
+    } else if (preferred.status().code() != ErrorCode::resource_exhausted) {
+      return preferred.status();
+    }
+  }
+  if (!scratch && scratch_bytes > 0) {
+    const std::shared_ptr<DeviceState> runtime = (*device)->runtime.lock();
+    if (!runtime) return (*device)->closed_error(call);
+    FERRY_ASSIGN_OR_RETURN(scratch, acquire_scratch(*runtime, scratch_bytes, call));
+  }
+  if (scratch) {
+    const std::shared_ptr<LeaseState>& lease = scratch->state();
     command.bindings.push_back({lease->buffer->impl.get(), lease->offset, lease->size,
                                 backend::Access::read_write});
     recorded.buffers.push_back(lease->buffer);

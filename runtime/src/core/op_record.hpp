@@ -44,8 +44,13 @@ struct OpRecorder {
   // the device's scratch memory (acquire_scratch) as a last, read-write binding. Then appends the
   // command, which keeps every buffer and lease (scratch included) alive until its submission
   // completes. On error nothing is recorded. `call` names the public call in messages.
+  // `preferred_scratch_bytes` (above scratch_bytes: scratch a backend can use but does without,
+  // as hamming_topk's pools) is tried first; where the device's scratch cannot give it (held by
+  // commands recorded and not yet submitted), the command takes scratch_bytes, so that a list of
+  // many searches records as it did without it.
   static Status record(CommandList& list, const char* call, ops::OpArgs args,
-                       std::span<const BindingRequest> bindings, std::uint64_t scratch_bytes = 0);
+                       std::span<const BindingRequest> bindings, std::uint64_t scratch_bytes = 0,
+                       std::uint64_t preferred_scratch_bytes = 0);
 };
 
 }  // namespace ferry::detail

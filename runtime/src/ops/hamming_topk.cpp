@@ -67,11 +67,12 @@ Status hamming_topk(CommandList& commands, const HammingTopkBuffers& buffers,
   args.k = params.k;
   FERRY_ASSIGN_OR_RETURN(args.scratch_budget, detail::scratch_slab_bytes(buffers.queries, kCall));
   FERRY_ASSIGN_OR_RETURN(const ops::HammingTopkPlan plan, ops::plan_hamming_topk(args, kCall));
-  // A backend that pools (ops::HammingPoolShape) gets room for its pools where they pay.
+  // A backend that pools (ops::HammingPoolShape) gets room for its pools where they pay, and
+  // where the device's scratch has it now (else the plan's: the backend then pools in smaller
+  // slices or not at all).
   FERRY_ASSIGN_OR_RETURN(const bool pools, detail::uses_optional_scratch(
                                                buffers.queries, ops::OpKind::hamming_topk, kCall));
-  const std::uint64_t scratch_bytes =
-      pools ? std::max(plan.scratch_bytes, ops::hamming_pool_scratch_bytes(args)) : plan.scratch_bytes;
+  const std::uint64_t pool_bytes = pools ? ops::hamming_pool_scratch_bytes(args) : 0;
 
   const detail::BindingRequest bindings[] = {
       {&buffers.queries, buffers.queries_offset, *query_bytes, backend::Access::read, "queries"},
@@ -81,7 +82,8 @@ Status hamming_topk(CommandList& commands, const HammingTopkBuffers& buffers,
        "distances"},
       {&buffers.indices, buffers.indices_offset, *output_bytes, backend::Access::write,
        "indices"}};
-  return detail::OpRecorder::record(commands, kCall, args, bindings, scratch_bytes);
+  return detail::OpRecorder::record(commands, kCall, args, bindings, plan.scratch_bytes,
+                                    pool_bytes);
 }
 
 namespace ops {
@@ -151,7 +153,7 @@ std::uint64_t hamming_pool_scratch_bytes(const HammingTopkArgs& args) {
   if (shape.pool_cap == 0) return 0;
   const std::uint64_t per_query = 4 * shape.offered_words_per_query;
   const std::uint64_t all = std::min<std::uint64_t>(args.queries, 65535) * per_query;
-  const std::uint64_t most = std::min(kHammingScratchTarget, args.scratch_budget);
+  const std::uint64_t most = std::min(kHammingPoolScratchTarget, args.scratch_budget);
   if (per_query > most) return 0;
   return std::min(all, most / per_query * per_query);
 }

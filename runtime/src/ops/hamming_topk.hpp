@@ -122,8 +122,11 @@ inline constexpr std::uint32_t kHammingMinPool = 1024;
 inline constexpr std::uint32_t kHammingMaxPool = 8192;
 // The pools pay for every k since CUDA's scan takes tiles of 32 queries (k = 1, 1000 x 1M x
 // 256-bit on the H200: 0.307 ms against 0.528 with the buffered scan; docs/PERFORMANCE.md), and
-// the public call offers a backend that pools scratch for them, up to kHammingScratchTarget like
-// any search (the header's promise), in slices of queries.
+// the public call offers a backend that pools scratch for them, up to kHammingPoolScratchTarget
+// (the header's promise), in slices of queries. Each slice scans the whole database again, and
+// a slice of fewer than 512 queries takes CUDA's tiles of 16: with 8 MiB, k = 100 over 1M rows
+// (pools of 4096 rows, 17 KiB a query) ran 1000 queries in 3 slices.
+inline constexpr std::uint64_t kHammingPoolScratchTarget = 32ull << 20;
 // The pooled search's sample: hamming_bound_sample_groups, grown with the database to at least
 // 1 / kHammingPoolSampleParts of it (at most kHammingPoolMaxSampleGroups groups, whose minima
 // take scratch per query), so that the bound stays as tight as over 1M rows and the pools as
@@ -148,8 +151,8 @@ struct HammingPoolShape {
 };
 HammingPoolShape hamming_pool_shape(const HammingTopkArgs& args);
 // The scratch the public call offers a backend that pools (BackendDevice::uses_optional_scratch):
-// every query's pools (at most 65535 queries, kHammingScratchTarget and the slab), or 0 without a
-// pool shape.
+// every query's pools (at most 65535 queries, kHammingPoolScratchTarget and the slab), or 0
+// without a pool shape.
 std::uint64_t hamming_pool_scratch_bytes(const HammingTopkArgs& args);
 
 // One dispatch (per query slice).

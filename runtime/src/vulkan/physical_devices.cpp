@@ -446,7 +446,8 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
     const std::string_view value(scan);
     // portable (the default): pools where they apply; buffered, pooled-exact: for tests and
     // measurements (vulkan/ops/hamming_topk.hpp).
-    if (value != "coopmat" && value != "portable" && value != "buffered" && value != "pooled-exact") {
+    if (value != "coopmat" && value != "portable" && value != "buffered" &&
+        value != "pooled-exact") {
       return Status(ErrorCode::invalid_argument,
                     "FERRY_VULKAN_HAMMING_SCAN: '" + std::string(value) +
                         "' is not portable, buffered, pooled-exact or coopmat");

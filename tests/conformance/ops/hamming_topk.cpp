@@ -230,6 +230,50 @@ TEST_CASE("hamming_topk: queries in slices when the scratch memory is small") {
   });
 }
 
+TEST_CASE("hamming_topk: searches recorded in one list share the scratch, pools where it fits") {
+  ferry_test::for_each_backend({"hamming_topk"}, [](BackendUnderTest& t) {
+    // A GPU backend's pools for one search take about 200 KiB here, its candidates about 50:
+    // two slabs of 256 KiB give two searches their pools, and the next ones only their
+    // candidates (recording them failed when every search asked for its pools).
+    t.options.scratch_slab_bytes = 256 << 10;
+    t.options.scratch_max_slabs = 2;
+    const ferry::Device small = REQUIRE_VALUE(t.open_another());
+    const SearchCase c{256, 40, 30000, 10};
+    const std::uint64_t out_bytes = std::uint64_t{c.queries} * c.k * 4;
+    struct Search {
+      std::vector<std::byte> queries;
+      TopK truth;
+      Buffer query_buffer, outputs;
+    };
+    const std::vector<std::byte> database = make_codes(t.rng, c.rows, c.bits, 0);
+    const Buffer database_buffer = REQUIRE_VALUE(ferry_test::device_buffer_with(small, database));
+    std::vector<Search> searches(4);
+    CommandList commands;
+    for (Search& search : searches) {
+      search.queries = make_codes(t.rng, c.queries, c.bits, 0);
+      search.truth = brute_force(search.queries, database, c.bits, c.k);
+      search.query_buffer = REQUIRE_VALUE(ferry_test::device_buffer_with(small, search.queries));
+      search.outputs = REQUIRE_VALUE(small.create_buffer(2 * out_bytes));
+      const HammingTopkBuffers buffers{search.query_buffer, 0, database_buffer, 0,
+                                       search.outputs,      0, search.outputs,  out_bytes};
+      REQUIRE_OK(ferry::hamming_topk(commands, buffers, {c.bits, c.queries, c.rows, c.k}));
+    }
+    const ferry::TimelinePoint done =
+        REQUIRE_VALUE(small.queue(QueueKind::compute).submit(std::move(commands)));
+    REQUIRE_OK(done.wait(ferry_test::kLongWait));
+    for (std::size_t n = 0; n < searches.size(); ++n) {
+      INFO("search " << n);
+      const std::vector<std::byte> bytes =
+          REQUIRE_VALUE(ferry_test::read_bytes(small, searches[n].outputs, 0, 2 * out_bytes));
+      std::vector<std::uint32_t> distances(out_bytes / 4), indices(out_bytes / 4);
+      std::memcpy(distances.data(), bytes.data(), out_bytes);
+      std::memcpy(indices.data(), bytes.data() + out_bytes, out_bytes);
+      CHECK(distances == searches[n].truth.distances);
+      CHECK(indices == searches[n].truth.indices);
+    }
+  });
+}
+
 TEST_CASE("hamming_topk: bad parameters are clear errors and record nothing") {
   ferry_test::for_each_backend({"hamming_topk"}, [](BackendUnderTest& t) {
     const Buffer codes = REQUIRE_VALUE(t.device.create_buffer(64 * 64));

@@ -331,17 +331,18 @@ TEST_CASE("hamming_topk plan: the pooled search's pools and the scratch offered 
     CHECK(shape.offered_words_per_query ==
           std::uint64_t{shape.pool_cap} + 2ull * groups + 2ull * args.k + 2);
     const std::uint64_t per_query = 4 * shape.offered_words_per_query;
-    if (per_query > std::min(ferry::ops::kHammingScratchTarget, args.scratch_budget)) {
+    if (per_query > std::min(ferry::ops::kHammingPoolScratchTarget, args.scratch_budget)) {
       CHECK(scratch == 0);
       continue;
     }
     // Whole queries' pools, every query's when they fit, within the target and the slab.
     CHECK(scratch % per_query == 0);
     CHECK(scratch >= per_query);
-    CHECK(scratch <= std::min(ferry::ops::kHammingScratchTarget, args.scratch_budget));
+    CHECK(scratch <= std::min(ferry::ops::kHammingPoolScratchTarget, args.scratch_budget));
     const std::uint64_t queries = std::min<std::uint32_t>(args.queries, 65535);
     CHECK((scratch == queries * per_query ||
-           scratch + per_query > std::min(ferry::ops::kHammingScratchTarget, args.scratch_budget)));
+           scratch + per_query >
+               std::min(ferry::ops::kHammingPoolScratchTarget, args.scratch_budget)));
   }
 }
 
@@ -381,7 +382,8 @@ TEST_CASE("hamming_topk plan: the Vulkan pooled search's slices fit the scratch 
     CHECK(plan.slice <= slice_limit);
     // Equal slices, as few as the scratch holds.
     const auto words = [&](std::uint64_t slice) {
-      return (slice * plan.pool_cap + slice + 1) / 2 * 2 + 2 * slice * (plan.sample_groups + args.k);
+      return (slice * plan.pool_cap + slice + 1) / 2 * 2 +
+             2 * slice * (plan.sample_groups + args.k);
     };
     const std::uint64_t slices = (args.queries + plan.slice - 1) / plan.slice;
     CHECK((args.queries + slices - 1) / slices == plan.slice);
@@ -396,7 +398,8 @@ TEST_CASE("hamming_topk plan: the Vulkan pooled search's slices fit the scratch 
     CHECK(plan.counts_word == std::uint64_t{plan.slice} * plan.pool_cap);
     CHECK(2ull * plan.minima_base >= std::uint64_t{plan.counts_word} + plan.slice);
     CHECK(2ull * plan.minima_base <= std::uint64_t{plan.counts_word} + plan.slice + 1);
-    CHECK(plan.bound_base == std::uint64_t{plan.minima_base} + std::uint64_t{plan.slice} * plan.sample_groups);
+    CHECK(plan.bound_base ==
+          std::uint64_t{plan.minima_base} + std::uint64_t{plan.slice} * plan.sample_groups);
     CHECK(8ull * (plan.bound_base + std::uint64_t{plan.slice} * args.k) <= offered);
   }
   CHECK(pooled > 100);

@@ -54,9 +54,11 @@ struct HammingTopkBuffers {
 // one slice of queries at a time (up to 8 MiB, more only for one query that needs it, at most
 // DeviceOptions::scratch_slab_bytes; about 8.5 * k * database_rows / 2048 bytes per query, so
 // with the default 64 MiB slab a query with k = 1024 over more than about 15 million rows needs
-// the database searched in parts). A command holds its scratch until it completes: a list of
-// many large searches can ask for more than the device's slabs (resource_exhausted: submit
-// part of it first).
+// the database searched in parts); a GPU backend's pooled search takes up to 32 MiB for its
+// pools instead (at most 80 KiB per query, within the slab), where the device's scratch has it
+// when the search is recorded. A command holds its scratch until it completes: a list of many
+// large searches can ask for more than the device's slabs (resource_exhausted: submit part of
+// it first).
 // Errors (nothing recorded): a code_bits, k, queries or database_rows outside the ranges above
 // (invalid_argument), an offset that is not a multiple of 4 (invalid_argument), a range outside
 // its buffer (out_of_range), outputs that overlap each other (invalid_argument), released

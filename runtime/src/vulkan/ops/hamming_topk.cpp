@@ -128,7 +128,9 @@ Status HammingTopkPipeline::create(const DeviceContext& context) {
     if (value == "buffered") pools_ = Pools::never;
     if (value == "pooled-exact") pools_ = Pools::exact_only;
   }
-  if (context.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU) max_exact_iterations_ = kCpuMaxExactIterations;
+  if (context.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    max_exact_iterations_ = kCpuMaxExactIterations;
+  }
   FERRY_RETURN_IF_ERROR(program_.create(context, shaders::hamming_topk_spv, 5,
                                         sizeof(HammingTopkPushConstants)));
   // The device offers the shader's shared memory and workgroup size (kNeeds), or it would not
