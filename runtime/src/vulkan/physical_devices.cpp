@@ -444,13 +444,13 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
   }
   if (const char* scan = std::getenv("FERRY_VULKAN_HAMMING_SCAN"); scan != nullptr && scan[0] != '\0') {
     const std::string_view value(scan);
-    // portable (the default): pools where they apply; buffered, pooled-exact: for tests and
-    // measurements (vulkan/ops/hamming_topk.hpp).
-    if (value != "coopmat" && value != "portable" && value != "buffered" &&
+    // portable or pooled (the default, as FERRY_CUDA_HAMMING_SCAN's): pools where they apply;
+    // buffered, pooled-exact: for tests and measurements (vulkan/ops/hamming_topk.hpp).
+    if (value != "coopmat" && value != "portable" && value != "pooled" && value != "buffered" &&
         value != "pooled-exact") {
       return Status(ErrorCode::invalid_argument,
                     "FERRY_VULKAN_HAMMING_SCAN: '" + std::string(value) +
-                        "' is not portable, buffered, pooled-exact or coopmat");
+                        "' is not portable, pooled, buffered, pooled-exact or coopmat");
     }
     device.cooperative_matrix.requested = value == "coopmat";
   }

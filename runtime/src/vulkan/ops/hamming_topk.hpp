@@ -75,7 +75,7 @@ class HammingTopkPipeline {
   std::uint64_t resident_groups_ = 1;  // workgroups the device runs at once (an estimate)
   std::uint32_t max_span_ = ops::kHammingScanMaxSpan;  // kCpuMaxSpan on a CPU implementation
   std::uint32_t preferred_tile_ = 0;   // FERRY_VULKAN_HAMMING_TILE, 0 when unset
-  // FERRY_VULKAN_HAMMING_SCAN: pools where they apply (unset, portable, coopmat: the
+  // FERRY_VULKAN_HAMMING_SCAN: pools where they apply (unset, portable, pooled; coopmat: the
   // cooperative-matrix scan, which has no pools), buffered (never), pooled-exact (pools that
   // hold nothing: every query takes the selection's exact pass, for tests).
   enum class Pools { where_they_apply, never, exact_only };
