@@ -1,5 +1,6 @@
 #include "core/op_record.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -104,20 +105,20 @@ Status OpRecorder::record(CommandList& list, const char* call, ops::OpArgs args,
 
   RecordedCommand recorded;
   std::optional<Lease> scratch;
-  if (preferred_scratch_bytes > scratch_bytes) {
+  if (std::max(scratch_bytes, preferred_scratch_bytes) > 0) {
     const std::shared_ptr<DeviceState> runtime = (*device)->runtime.lock();
     if (!runtime) return (*device)->closed_error(call);
-    Result<Lease> preferred = acquire_scratch(*runtime, preferred_scratch_bytes, call);
-    if (preferred.ok()) {
-      scratch = std::move(preferred).value();
-    } else if (preferred.status().code() != ErrorCode::resource_exhausted) {
-      return preferred.status();
+    if (preferred_scratch_bytes > scratch_bytes) {
+      Result<Lease> preferred = acquire_scratch(*runtime, preferred_scratch_bytes, call);
+      if (preferred.ok()) {
+        scratch = std::move(preferred).value();
+      } else if (preferred.status().code() != ErrorCode::resource_exhausted) {
+        return preferred.status();
+      }
     }
-  }
-  if (!scratch && scratch_bytes > 0) {
-    const std::shared_ptr<DeviceState> runtime = (*device)->runtime.lock();
-    if (!runtime) return (*device)->closed_error(call);
-    FERRY_ASSIGN_OR_RETURN(scratch, acquire_scratch(*runtime, scratch_bytes, call));
+    if (!scratch && scratch_bytes > 0) {
+      FERRY_ASSIGN_OR_RETURN(scratch, acquire_scratch(*runtime, scratch_bytes, call));
+    }
   }
   if (scratch) {
     const std::shared_ptr<LeaseState>& lease = scratch->state();

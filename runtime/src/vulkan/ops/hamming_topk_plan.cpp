@@ -50,15 +50,10 @@ HammingScanShape hamming_scan_shape(std::uint32_t k, std::uint32_t words, std::u
 HammingPoolPlan hamming_pool_plan(const ops::HammingTopkArgs& args, std::uint64_t scratch_bytes) {
   const ops::HammingPoolShape shape = ops::hamming_pool_shape(args);
   if (shape.pool_cap == 0 || args.queries == 0) return {};
-  const std::uint64_t groups = shape.sample_groups;
-  // Words of a slice of `slice` queries.
-  const auto words = [&](std::uint64_t slice) {
-    const std::uint64_t counts_end = slice * shape.pool_cap + slice;
-    return (counts_end + 1) / 2 * 2 + 2 * slice * (groups + args.k);
-  };
-  const std::uint64_t per_query = shape.pool_cap + 1 + 2 * (groups + args.k) + 1;
-  std::uint64_t fits = std::min<std::uint64_t>(scratch_bytes / 4 / per_query, 65535);
-  while (fits > 0 && words(fits) * 4 > scratch_bytes) --fits;  // per_query covers the alignment
+  // This layout's words per query, and a word to align the candidates: what the public call
+  // offers per query (the larger of the backends' layouts), so `fits` slices fit the scratch.
+  const std::uint64_t per_query = shape.offered_words_per_query;
+  const std::uint64_t fits = std::min<std::uint64_t>(scratch_bytes / 4 / per_query, 65535);
   if (fits < kHammingMinPoolSlice && fits < args.queries) return {};
   const std::uint64_t slices = (args.queries + fits - 1) / fits;
   HammingPoolPlan plan;
