@@ -133,9 +133,10 @@ for s in $steps; do
       step conformance-cuda-popcount env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \
         FERRY_CUDA_HIDE_FEATURES=b1mma "$bin/ferry_conformance" --test-case='hamming*'
       # hamming_topk's CUDA buffered scan forced where the pooled search runs by default (the
-      # default run above is the pooled one), and the pooled search's exact pass for every query
-      # (pooled-exact: pools that hold nothing)
-      for scan in buffered pooled-exact; do
+      # default run above is the pooled one), the pooled search's exact pass for every query
+      # (pooled-exact: pools that hold nothing), and its plain scan (pooled-plain: the tests'
+      # databases fit the L2 cache, where the staged scan runs)
+      for scan in buffered pooled-exact pooled-plain; do
         step "conformance-cuda-$scan" env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \
           FERRY_CUDA_HAMMING_SCAN=$scan "$bin/ferry_conformance" --test-case='hamming*,BinaryIndex*'
       done

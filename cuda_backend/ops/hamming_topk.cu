@@ -224,6 +224,9 @@ constexpr unsigned kSelectWarps = kHammingBlock / 32u;
 // counters.
 constexpr unsigned kSelectCodeWords = kHammingBits / 32u;
 constexpr unsigned kExactWords = kHammingBits + 1u + kSelectWarps + 3u;
+// Pools of at most this many keys are sorted whole; larger ones first keep their keys at or
+// within the k-th distance (keep_within_kth), which needs a histogram after the pool's keys.
+constexpr unsigned kSelectSortAll = 64u;
 
 // popc(row XOR query) for a row of the database and the query's code in shared memory.
 __device__ unsigned row_distance(const HammingLaunch& p, const unsigned* code, unsigned row) {
@@ -288,10 +291,56 @@ __device__ void exact_select(const HammingLaunch& p, const unsigned* code, unsig
   sort_keys64(keys, size);
 }
 
+// Keeps, of the n keys in keys[0, n) (n >= keep), those whose distance is at most the keep-th
+// smallest distance T (every key nearer than T and every key at T: at least keep of them), in
+// place and unordered, and returns how many. The pool's k nearest are among them, and they are
+// far fewer than a loose bound's pool (k = 100 over 1M rows pools ~1000-2000 rows a query), so
+// the sort after it is short. `hist`: bins + 2 words of shared memory. Whole block.
+__device__ unsigned keep_within_kth(unsigned long long* keys, unsigned n, unsigned keep,
+                                    unsigned bins, unsigned* hist) {
+  unsigned* counters = hist + bins;  // T, keys kept
+  const unsigned t = threadIdx.x, lane = t & 31u;
+  for (unsigned b = t; b < bins; b += kHammingBlock) hist[b] = 0u;
+  if (t == 0u) counters[1] = 0u;
+  __syncthreads();
+  for (unsigned i = t; i < n; i += kHammingBlock) atomicAdd(&hist[keys[i] >> 32], 1u);
+  __syncthreads();
+  if (t < 32u) {  // T: the first bin whose inclusive prefix reaches keep, 32 bins at a time
+    unsigned below = 0u;
+    for (unsigned first = 0u; first < bins; first += 32u) {
+      unsigned inclusive = first + lane < bins ? hist[first + lane] : 0u;
+      for (unsigned offset = 1u; offset < 32u; offset <<= 1) {
+        const unsigned before = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
+        if (lane >= offset) inclusive += before;
+      }
+      const unsigned reached = __ballot_sync(0xFFFFFFFFu, below + inclusive >= keep);
+      if (reached != 0u) {
+        const unsigned bin = first + static_cast<unsigned>(__ffs(static_cast<int>(reached))) - 1u;
+        if (lane == 0u) counters[0] = bin;
+        break;
+      }
+      below += __shfl_sync(0xFFFFFFFFu, inclusive, 31);
+    }
+  }
+  __syncthreads();
+  const unsigned threshold = counters[0];
+  // Kept keys are written below the chunk being read (their count never passes the keys read),
+  // and a chunk is read whole before any of it is overwritten.
+  for (unsigned first = 0u; first < n; first += kHammingBlock) {
+    const unsigned i = first + t;
+    const unsigned long long key = i < n ? keys[i] : ~0ull;
+    __syncthreads();
+    if (i < n && static_cast<unsigned>(key >> 32) <= threshold)
+      keys[atomicAdd(&counters[1], 1u)] = key;
+  }
+  __syncthreads();
+  return counters[1];
+}
+
 // The pooled search's select pass: a block per query of the slice takes the rows of the query's
 // pool (every row within its bound, so its k nearest are the answer), with their distances
-// recomputed, sorts their keys and writes the k smallest; an overflowed pool goes to
-// exact_select.
+// recomputed, keeps those at or within the k-th distance (a large pool) and sorts their keys,
+// and writes the k smallest; an overflowed pool goes to exact_select.
 __global__ void __launch_bounds__(kHammingBlock) hamming_select_kernel(HammingLaunch p) {
   extern __shared__ unsigned long long select_shared[];
   unsigned* code = reinterpret_cast<unsigned*>(select_shared);
@@ -305,16 +354,19 @@ __global__ void __launch_bounds__(kHammingBlock) hamming_select_kernel(HammingLa
   __syncthreads();
   if (n <= p.pool_cap) {
     const std::uint32_t* pool = p.pool + std::uint64_t{q} * p.pool_cap;
-    unsigned size = 1u;
-    while (size < n) size <<= 1;
-    for (unsigned i = t; i < size; i += kHammingBlock) {
-      unsigned long long key = ~0ull;
-      if (i < n) {
-        const unsigned row = pool[i];
-        key = static_cast<unsigned long long>(row_distance(p, code, row)) << 32 | row;
-      }
-      keys[i] = key;
+    for (unsigned i = t; i < n; i += kHammingBlock) {
+      const unsigned row = pool[i];
+      keys[i] = static_cast<unsigned long long>(row_distance(p, code, row)) << 32 | row;
     }
+    __syncthreads();
+    unsigned sorted = n;
+    if (n > kSelectSortAll && n > 2u * keep) {
+      sorted = keep_within_kth(keys, n, keep, p.words * 32u + 1u,
+                               reinterpret_cast<unsigned*>(keys + p.pool_cap));
+    }
+    unsigned size = 1u;
+    while (size < sorted) size <<= 1;
+    for (unsigned i = sorted + t; i < size; i += kHammingBlock) keys[i] = ~0ull;
     __syncthreads();
     sort_keys64(keys, size);
     kept = min(keep, n);  // n >= keep: the bound has k rows within it
@@ -331,11 +383,17 @@ __global__ void __launch_bounds__(kHammingBlock) hamming_select_kernel(HammingLa
 
 // The scan kernel of a tile size and path, as a function pointer (one switch for every use).
 using ScanKernel = void (*)(HammingLaunch);
-ScanKernel scan_kernel(unsigned fragments, bool mma) {
+template <unsigned Fragments>
+ScanKernel scan_kernel_of(bool mma, bool staged) {
+  if (!mma) return scan::hamming_scan_kernel<Fragments, false, false>;
+  return staged ? scan::hamming_scan_kernel<Fragments, true, true>
+                : scan::hamming_scan_kernel<Fragments, true, false>;
+}
+ScanKernel scan_kernel(unsigned fragments, bool mma, bool staged) {
   switch (fragments) {
-    case 1: return mma ? scan::hamming_scan_kernel<1, true> : scan::hamming_scan_kernel<1, false>;
-    case 2: return mma ? scan::hamming_scan_kernel<2, true> : scan::hamming_scan_kernel<2, false>;
-    case 4: return mma ? scan::hamming_scan_kernel<4, true> : scan::hamming_scan_kernel<4, false>;
+    case 1: return scan_kernel_of<1>(mma, staged);
+    case 2: return scan_kernel_of<2>(mma, staged);
+    case 4: return scan_kernel_of<4>(mma, staged);
     default: return nullptr;
   }
 }
@@ -353,16 +411,20 @@ cudaError_t prepare_hamming_scan(HammingScanSupport& support) {
     return e;
   for (const unsigned fragments : {1u, 2u, 4u}) {
     for (const bool mma : {false, true}) {
-      if (cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(scan_kernel(fragments, mma)),
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
-          e != cudaSuccess)
-        return e;
+      for (const bool staged : {false, mma}) {
+        const auto* kernel = reinterpret_cast<const void*>(scan_kernel(fragments, mma, staged));
+        if (cudaError_t e =
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
+            e != cudaSuccess)
+          return e;
+      }
     }
   }
   // The tensor-core path needs the device (sm_80+) and code built for it: machine code, or PTX,
   // of an sm_80 or later architecture (a build for older ones compiles it to a trap).
   cudaFuncAttributes attributes{};
-  if (cudaError_t e = cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(scan_kernel(4, true)));
+  const auto* mma_kernel = reinterpret_cast<const void*>(scan_kernel(4, true, false));
+  if (cudaError_t e = cudaFuncGetAttributes(&attributes, mma_kernel);
       e != cudaSuccess)
     return e;
   if (cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(hamming_select_kernel),
@@ -371,40 +433,47 @@ cudaError_t prepare_hamming_scan(HammingScanSupport& support) {
     return e;
   support.mma = major >= 8 && attributes.binaryVersion >= 80 && attributes.ptxVersion >= 80;
   support.max_shared_bytes = static_cast<unsigned>(shared);
+  int l2 = 0;
+  if (cudaError_t e = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device); e != cudaSuccess)
+    return e;
+  support.l2_bytes = static_cast<unsigned>(l2);
   return cudaSuccess;
 }
 
-unsigned hamming_scan_shared_bytes(unsigned fragments, unsigned cap, unsigned words, unsigned warps) {
-  return 4 * warps * scan::warp_shared_words(fragments, cap, words);
+unsigned hamming_scan_shared_bytes(unsigned fragments, unsigned cap, unsigned words, bool staged,
+                                   unsigned warps) {
+  return 4 * warps * scan::warp_shared_words(fragments, cap, words, staged);
 }
 
-cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, unsigned warps,
+cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, bool staged, unsigned warps,
                                        unsigned shared_bytes, int& blocks) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &blocks, scan_kernel(fragments, mma), static_cast<int>(32 * warps), shared_bytes);
+      &blocks, scan_kernel(fragments, mma, staged), static_cast<int>(32 * warps), shared_bytes);
 }
 
-unsigned hamming_select_shared_bytes(unsigned pool_cap) {
+unsigned hamming_select_shared_bytes(unsigned pool_cap, unsigned words) {
   const unsigned exact = 8u * kHammingK + 4u * kExactWords;
-  return 4u * kSelectCodeWords + (8u * pool_cap > exact ? 8u * pool_cap : exact);
+  const unsigned pooled = 8u * pool_cap + 4u * (words * 32u + 1u + 2u);
+  return 4u * kSelectCodeWords + (pooled > exact ? pooled : exact);
 }
 
 cudaError_t launch_hamming_topk(const HammingLaunch& launch, cudaStream_t stream) {
   (void)cudaGetLastError();  // report this launch only
   if (launch.select) {
-    hamming_select_kernel<<<launch.query_count, kHammingBlock,
-                            hamming_select_shared_bytes(launch.pool_cap), stream>>>(launch);
+    const unsigned shared = hamming_select_shared_bytes(launch.pool_cap, launch.words);
+    hamming_select_kernel<<<launch.query_count, kHammingBlock, shared, stream>>>(launch);
   } else if (launch.bound) {
     hamming_bound_kernel<<<launch.query_count, kHammingBlock, 0, stream>>>(launch);
   } else if (launch.from_codes) {
-    const ScanKernel kernel = scan_kernel(launch.fragments, launch.mma);
+    const ScanKernel kernel = scan_kernel(launch.fragments, launch.mma, launch.staged);
     if (kernel == nullptr) return cudaErrorInvalidValue;
     const unsigned tiles = (launch.query_count + 8 * launch.fragments - 1) / (8 * launch.fragments);
     const unsigned spans_per_block = launch.warps / launch.tiles_per_block;
     const dim3 grid((launch.groups + spans_per_block - 1) / spans_per_block,
                     (tiles + launch.tiles_per_block - 1) / launch.tiles_per_block, 1);
     kernel<<<grid, 32 * launch.warps,
-             hamming_scan_shared_bytes(launch.fragments, launch.cap, launch.words, launch.warps),
+             hamming_scan_shared_bytes(launch.fragments, launch.cap, launch.words, launch.staged,
+                                       launch.warps),
              stream>>>(launch);
   } else {
     const dim3 grid(launch.groups < 65535u ? launch.groups : 65535u, launch.query_count, 1);

@@ -51,6 +51,9 @@ struct HammingLaunch {
   // bound: ties), finds them by an exact pass of its own over every row.
   bool pooled = false;
   bool select = false;
+  // The pooled search's sample and scan passes through the staged scan (hamming_topk_scan.cuh):
+  // rows fetched ahead into shared memory, appends sent 32 at a time.
+  bool staged = false;
   std::uint32_t pool_cap = 0;                  // rows per query: a power of two
   std::uint32_t* pool_counts = nullptr;        // per query of the slice
   std::uint32_t* pool = nullptr;               // [slice queries x pool_cap]
@@ -75,18 +78,20 @@ struct HammingLaunch {
 struct HammingScanSupport {
   bool mma = false;
   unsigned max_shared_bytes = 0;
+  unsigned l2_bytes = 0;  // the L2 cache: the staged scan runs over databases that fit in it
 };
 // Raises the scan kernels' shared-memory limit to the device's and says what it offers.
 cudaError_t prepare_hamming_scan(HammingScanSupport& support);
 // Shared memory of a scan block of `warps` warps; blocks of it an SM holds at once (0: it cannot
 // run).
-unsigned hamming_scan_shared_bytes(unsigned fragments, unsigned cap, unsigned words, unsigned warps);
-cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, unsigned warps,
+unsigned hamming_scan_shared_bytes(unsigned fragments, unsigned cap, unsigned words, bool staged,
+                                   unsigned warps);
+cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, bool staged, unsigned warps,
                                        unsigned shared_bytes, int& blocks);
 
-// The select pass's dynamic shared memory: the sorted pool, or the exact pass's histogram, query
-// code and kept keys.
-unsigned hamming_select_shared_bytes(unsigned pool_cap);
+// The select pass's dynamic shared memory: the query code, then the pool's keys and a histogram
+// of their distances, or the exact pass's kept keys and histogram.
+unsigned hamming_select_shared_bytes(unsigned pool_cap, unsigned words);
 
 cudaError_t launch_hamming_topk(const HammingLaunch& launch, cudaStream_t stream);
 

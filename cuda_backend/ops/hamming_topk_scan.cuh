@@ -50,14 +50,34 @@ constexpr unsigned kLocalMask = (1u << kHammingScanLocalBits) - 1u;
 // The limit of a query with no threshold yet: above every distance (codes have <= 4096 bits).
 constexpr int kNoLimit = 1 << 20;
 
+// The tensor-core path's row stages (RowStages): a ring of this many units of a step's rows.
+constexpr unsigned kRowStages = 4;
+constexpr unsigned kStageWords = kStepRows * 8;  // 32 rows x one 256-bit chunk
+
+// The staged scan's appends, per warp, sent to the pools together once kAppendBatch wait: room
+// for fewer than a batch and a step's most (32 rows x 32 queries).
+constexpr unsigned kAppendBatch = 32;
+constexpr unsigned kStagedAppends = kStepRows * 32 + kAppendBatch;
+// The entries, their count, and padding to a multiple of 4 words (each warp's part of the shared
+// memory starts 16-byte aligned: its query codes are read as quads).
+constexpr unsigned kStagedAppendWords = kStagedAppends + 4;
+
 // Shared memory of one warp, in 32-bit words: thresholds and counts of its queries, a 256-word
-// histogram (keep_smallest), the queries' key buffers (cap each), the query codes (the tensor-core
-// path: each lane's B fragments, 4 words per step and fragment; the popcount path: plain rows,
-// which take fewer words).
+// histogram (keep_smallest; not in the staged scan, which keeps no buffers), the queries' key
+// buffers (cap each), the query codes (the tensor-core path: each lane's B fragments, 4 words per
+// step and fragment; the popcount path: plain rows, which take fewer words), then the staged
+// scan's row stages (16-byte aligned: every part before them is a multiple of 4 words) and
+// appends.
 __host__ __device__ constexpr unsigned warp_shared_words(unsigned fragments, unsigned cap,
-                                                         unsigned words) {
-  return 2 * 8 * fragments + 256 + 8 * fragments * cap + ((words + 7) / 8) * fragments * 32 * 4;
+                                                         unsigned words, bool staged) {
+  return 2 * 8 * fragments + (staged ? 0 : 256) + 8 * fragments * cap +
+         ((words + 7) / 8) * fragments * 32 * 4 +
+         (staged ? kRowStages * kStageWords + kStagedAppendWords : 0);
 }
+static_assert(warp_shared_words(1, 32, 2, false) % 4 == 0 &&
+                  warp_shared_words(2, 0, 8, true) % 4 == 0 &&
+                  warp_shared_words(4, 0, 24, true) % 4 == 0,
+              "a warp's part of the shared memory keeps the next one 16-byte aligned");
 
 // d = c + popc(A AND B) over a 16 x 8 tile of 256-bit rows (A: database rows, B: queries).
 __device__ __forceinline__ void mma_and_popc(int (&d)[4], const unsigned (&a)[4], unsigned b0,
@@ -207,6 +227,99 @@ struct StepRows {
   unsigned a[2][4];
 };
 
+// cp.async (sm_80 and later, as the products): from[0] to the shared-memory address `to` and
+// from[1] to `to` + 8, 4 bytes each, without registers; zero-filled when !present (nothing is read
+// then). One asm statement, so that the second address is an offset of the first.
+__device__ __forceinline__ void copy_async_pair(unsigned to, const std::uint32_t* from,
+                                                bool present) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "cp.async.ca.shared.global [%0], [%1], 4, %2;\n\t"
+      "cp.async.ca.shared.global [%0+8], [%1+4], 4, %2;" ::"r"(to),
+      "l"(from), "r"(present ? 4u : 0u)
+      : "memory");
+#else
+  (void)to, (void)from, (void)present;
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void copy_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+// Waits until at most Pending of this lane's committed groups are still in flight.
+template <unsigned Pending>
+__device__ __forceinline__ void copy_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
+#endif
+}
+
+// The tensor-core path's rows, fetched kRowStages - 1 units ahead of the products that read them
+// (a unit: a step's 32 rows x one 256-bit chunk), through a ring of stages in the warp's shared
+// memory. Rows loaded into registers a step ahead left the scan waiting on them (registers for
+// more steps would cost warps). Each lane copies exactly the words it later reads, 4 bytes at a
+// time (rows are only 4-byte aligned), straight into the order of its A fragments, so that a tile
+// is one 16-byte read and the ring needs no warp synchronization: the lane's own cp.async groups
+// order it, and a stage is refilled only after the lane's products consumed what it read there.
+// Stage s, tile t: lane l's fragment at words (2s + t) * 128 + 4l of the ring.
+struct RowStages {
+  unsigned lane_ring;            // the ring's shared-memory address + 16 * lane (bytes)
+  const unsigned* lane_ring_at;  // the same, as a pointer
+  const std::uint32_t* rows;     // the lane's first word: the span's row g, word 2tg
+  unsigned words, span_rows, g, tg;
+
+  // Starts copying chunk s of step `step` into stage `stage`. Checked: the partial last step,
+  // whose rows past the span read as zeros; words past the code (codes of 64 to 192 bits) too.
+  template <bool Checked>
+  __device__ __forceinline__ void fetch(unsigned step, unsigned s, unsigned stage) const {
+    // Pointers from the step's own, by 32-bit offsets (one wide multiply-add each).
+    const std::uint32_t* at = rows + step * (kStepRows * words) + 8u * s;
+    const unsigned to = lane_ring + stage * 2u * 512u;
+    const bool word = 8u * s + 2u * tg < words;
+    const unsigned row_words[4] = {0u, 8u * words, 16u * words, 24u * words};
+#pragma unroll
+    for (unsigned t = 0; t < 2; ++t) {
+#pragma unroll
+      for (unsigned h = 0; h < 2; ++h) {
+        const unsigned row = 16u * t + 8u * h;
+        const bool present = word && (!Checked || step * kStepRows + row + g < span_rows);
+        const std::uint32_t* from = at + row_words[2 * t + h];
+        if (Checked && !present) from = rows;  // not read (zero-filled); inside the span
+        copy_async_pair(to + 512u * t + 4u * h, from, present);  // a[t][h], a[t][h + 2]
+      }
+    }
+    copy_async_commit();
+  }
+  // The same, or only an empty group past the span's last step (the wait counts stay uniform).
+  __device__ __forceinline__ void fetch(unsigned step, unsigned s, unsigned all_steps,
+                                        unsigned full_steps, unsigned stage) const {
+    if (step >= all_steps) {
+      copy_async_commit();
+    } else if (step >= full_steps) {
+      fetch<true>(step, s, stage);
+    } else {
+      fetch<false>(step, s, stage);
+    }
+  }
+  // This lane's A fragments of the unit in `stage` (once it has landed).
+  __device__ __forceinline__ StepRows read(unsigned stage) const {
+    StepRows r;
+#pragma unroll
+    for (unsigned t = 0; t < 2; ++t) {
+      const uint4 a = *reinterpret_cast<const uint4*>(lane_ring_at + (2u * stage + t) * 128u);
+      r.a[t][0] = a.x;
+      r.a[t][1] = a.y;
+      r.a[t][2] = a.z;
+      r.a[t][3] = a.w;
+    }
+    return r;
+  }
+};
+
 // The step's products for every tile and fragment: d = (First ? c : d) + popc(a AND NOT q) +
 // popc(NOT a AND q); b[f]: the lane's B fragments of this 256-bit chunk (q, then NOT q).
 template <unsigned Fragments, bool First>
@@ -238,9 +351,15 @@ __device__ __forceinline__ int distinct_copy(int value) {
   return copy;
 }
 
-template <unsigned Fragments, bool Mma>
+// Staged (the pooled search's passes over a database that fits the L2 cache, as
+// hamming_topk_kernel.cpp decides): rows through RowStages and appends sent per warp. Their shared
+// memory costs the L1 cache that lets a block's warps (one span, other query tiles) share the rows
+// they read, so over a larger database, whose rows come from DRAM, the plain scan is faster
+// (docs/PERFORMANCE.md).
+template <unsigned Fragments, bool Mma, bool Staged>
 __global__ void __launch_bounds__(kHammingScanWarps * 32) hamming_scan_kernel(HammingLaunch p) {
   static_assert(Fragments == 1 || Fragments == 2 || Fragments == 4, "tiles of 8, 16 or 32 queries");
+  static_assert(Mma || !Staged, "the staged scan is a tensor-core path");
   constexpr unsigned kQueries = 8 * Fragments;
   extern __shared__ unsigned shared[];
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
@@ -255,9 +374,9 @@ __global__ void __launch_bounds__(kHammingScanWarps * 32) hamming_scan_kernel(Ha
   if (tile_begin >= p.query_count || span >= p.groups) return;
   const unsigned queries = min(kQueries, p.query_count - tile_begin);
 
-  unsigned* mine = shared + warp * warp_shared_words(Fragments, p.cap, words);
-  const WarpBuffers buffers{mine, mine + kQueries, mine + 2 * kQueries, mine + 2 * kQueries + 256,
-                            p.cap, p.k};
+  unsigned* mine = shared + warp * warp_shared_words(Fragments, p.cap, words, Staged);
+  const WarpBuffers buffers{mine, mine + kQueries, mine + 2 * kQueries,
+                            mine + 2 * kQueries + (Staged ? 0 : 256), p.cap, p.k};
   unsigned* codes = buffers.keys + kQueries * p.cap;
   const std::uint32_t* tile_codes = p.queries + std::uint64_t{p.query_begin + tile_begin} * words;
   // The thresholds start at the query's bound where the bound passes left one: a key of
@@ -312,27 +431,30 @@ __global__ void __launch_bounds__(kHammingScanWarps * 32) hamming_scan_kernel(Ha
       }
     };
     load_limits();
-    // The step's rows from `at` (this lane's first word of the step's row g): words 2tg and
-    // 2tg + 1 of chunk s of rows g, g + 8, g + 16, g + 24; zero past the code (words is even: both
-    // or neither) or past the span (`checked`: the last, partial step).
-    const unsigned row8 = 8u * words;
-    const auto load_step = [&](const std::uint32_t* at, unsigned first, unsigned s, bool checked) {
-      StepRows r;
-      const bool word = s + 1u < steps || 8u * s + 2u * tg < words;
-#pragma unroll
-      for (unsigned t = 0; t < 2; ++t) {
-#pragma unroll
-        for (unsigned h = 0; h < 2; ++h) {
-          const bool present = word && (!checked || first + 16u * t + 8u * h + g < span_rows);
-          const std::uint32_t* x = at + (2u * t + h) * row8 + 8u * s;
-          r.a[t][h] = present ? __ldg(x) : 0u;
-          r.a[t][h + 2] = present ? __ldg(x + 1) : 0u;
-        }
+    // The staged scan's ring and appends (entries j << kHammingScanLocalBits | row in the span;
+    // past the warp's shared memory in the plain scan, never touched there).
+    unsigned* ring = codes + ((words + 7u) / 8u) * Fragments * 32u * 4u;
+    const unsigned* lane_ring = ring + 4u * lane;
+    unsigned* appends = ring + kRowStages * kStageWords;
+    unsigned* append_count = appends + kStagedAppends;
+    if (Staged && lane == 0) *append_count = 0;
+    __syncwarp();
+    // A warp's appends go out together: one global atomic's wait for up to 32 of them (a lane
+    // appending on its own waited for each before its next, k = 100's ~1M appends most of the
+    // scan's time).
+    const auto flush_appends = [&] {
+      __syncwarp();
+      const unsigned n = *append_count;
+      for (unsigned i = lane; i < n; i += 32u) {
+        const unsigned e = appends[i];
+        pool_append(p, tile_begin + (e >> kHammingScanLocalBits), span_begin + (e & kLocalMask));
       }
-      return r;
+      __syncwarp();
+      if (lane == 0) *append_count = 0;
+      __syncwarp();
     };
-    const std::uint32_t* lane_rows = span_codes + g * words + 2u * tg;
-    const std::uint64_t step_words = std::uint64_t{kStepRows} * words;
+    const RowStages stages{static_cast<unsigned>(__cvta_generic_to_shared(lane_ring)), lane_ring,
+                           span_codes + g * words + 2u * tg, words, span_rows, g, tg};
     // d[t][f][e]: tile t, fragment f; e = 0, 1: row 16t + g, queries 8f + 2tg, + 1; e = 2, 3:
     // row 16t + g + 8, the same queries. Distance minus limit.
     const uint4* fragments = reinterpret_cast<const uint4*>(codes) + lane;
@@ -363,7 +485,9 @@ __global__ void __launch_bounds__(kHammingScanWarps * 32) hamming_scan_kernel(Ha
               const unsigned row = first + 16u * t + g + (e >= 2 ? 8u : 0u);
               if (d[t][f][e] < 0 && row < span_rows) {
                 const unsigned j = 8u * f + 2u * tg + (e & 1u);
-                if (p.pooled) {
+                if (Staged && p.pooled) {
+                  appends[atomicAdd(append_count, 1u)] = j << kHammingScanLocalBits | row;
+                } else if (p.pooled) {
                   pool_append(p, tile_begin + j, span_begin + row);
                 } else {
                   full |= buffers.insert(j, static_cast<unsigned>(d[t][f][e] - c[f][e]), row);
@@ -373,7 +497,10 @@ __global__ void __launch_bounds__(kHammingScanWarps * 32) hamming_scan_kernel(Ha
           }
         }
       }
-      if (__any_sync(kFull, full)) {
+      if (Staged && p.pooled) {
+        __syncwarp();
+        if (*append_count >= kAppendBatch) flush_appends();
+      } else if (__any_sync(kFull, full)) {
         buffers.cut_full(queries, lane);
         load_limits();
       }
@@ -416,68 +543,149 @@ __global__ void __launch_bounds__(kHammingScanWarps * 32) hamming_scan_kernel(Ha
 #pragma unroll
       for (unsigned f = 0; f < Fragments; ++f) b[f] = fragments[(s * Fragments + f) * 32u];
     };
-    if (steps == 1) {
-      // 256 bits or fewer: the B fragments stay in registers; the lane's four rows have a
-      // pointer each, moved a step at a time; each step's rows are loaded a step ahead (two
-      // sets of registers, used in turn), so that their latency overlaps the step before.
-      uint4 b[Fragments];
-      fragments_of(0, b);
-      const std::uint32_t* rows[4] = {lane_rows, lane_rows + row8, lane_rows + 2 * row8,
-                                      lane_rows + 3 * row8};
-      const auto load_next = [&](unsigned first) {
+    if constexpr (Staged) {
+      if (steps == 1) {
+        // 256 bits or fewer: a unit is a step; the B fragments stay in registers.
+        uint4 b[Fragments];
+        fragments_of(0, b);
+        const auto run = [&](auto take_step) {
+          for (unsigned u = 0; u + 1u < kRowStages; ++u)
+            stages.fetch(u, 0, all_steps, full_steps, u);
+          for (unsigned step = 0; step < all_steps; ++step) {
+            copy_async_wait<kRowStages - 2>();  // this step's unit has landed
+            const unsigned ahead = step + kRowStages - 1u;
+            stages.fetch(ahead, 0, all_steps, full_steps, ahead % kRowStages);
+            int d[2][Fragments][4];
+            step_products<Fragments, true>(stages.read(step % kRowStages), b, c, d);
+            take_step(d, step);
+          }
+        };
+        if (p.sample) {
+          run([&](const int (&d)[2][Fragments][4], unsigned step) {
+            take_minima(d, step, step >= full_steps);
+          });
+        } else {
+          run([&](const int (&d)[2][Fragments][4], unsigned step) { take(d, step * kStepRows); });
+        }
+      } else {
+        // Units in order: step 0 chunks 0 .. steps - 1, step 1, ...; the fetches run
+        // kRowStages - 1 units ahead of the products.
+        unsigned fetched = 0, fetch_step = 0, fetch_chunk = 0, unit = 0;
+        const auto fetch_next = [&] {
+          stages.fetch(fetch_step, fetch_chunk, all_steps, full_steps, fetched++ % kRowStages);
+          if (++fetch_chunk == steps) {
+            fetch_chunk = 0;
+            ++fetch_step;
+          }
+        };
+        for (unsigned u = 0; u + 1u < kRowStages; ++u) fetch_next();
+        for (unsigned step = 0; step < all_steps; ++step) {
+          const unsigned first = step * kStepRows;
+          int d[2][Fragments][4];
+          for (unsigned s = 0; s < steps; ++s, ++unit) {
+            copy_async_wait<kRowStages - 2>();
+            fetch_next();
+            uint4 b[Fragments];
+            fragments_of(s, b);
+            if (s == 0) {
+              step_products<Fragments, true>(stages.read(unit % kRowStages), b, c, d);
+            } else {
+              step_products<Fragments, false>(stages.read(unit % kRowStages), b, c, d);
+            }
+          }
+          if (p.sample) {
+            take_minima(d, step, step >= full_steps);
+          } else {
+            take(d, first);
+          }
+        }
+      }
+    } else {
+      // The step's rows from `at` (this lane's first word of the step's row g): words 2tg and
+      // 2tg + 1 of chunk s of rows g, g + 8, g + 16, g + 24; zero past the code (words is even:
+      // both or neither) or past the span (`checked`: the last, partial step).
+      const unsigned row8 = 8u * words;
+      const auto load_step = [&](const std::uint32_t* at, unsigned first, unsigned s,
+                                 bool checked) {
         StepRows r;
-        const bool word = 2u * tg < words;
+        const bool word = s + 1u < steps || 8u * s + 2u * tg < words;
 #pragma unroll
         for (unsigned t = 0; t < 2; ++t) {
 #pragma unroll
           for (unsigned h = 0; h < 2; ++h) {
-            const bool present = word && first + 16u * t + 8u * h + g < span_rows;
-            const std::uint32_t* x = rows[2 * t + h];
+            const bool present = word && (!checked || first + 16u * t + 8u * h + g < span_rows);
+            const std::uint32_t* x = at + (2u * t + h) * row8 + 8u * s;
             r.a[t][h] = present ? __ldg(x) : 0u;
             r.a[t][h + 2] = present ? __ldg(x + 1) : 0u;
-            rows[2 * t + h] = x + step_words;
           }
         }
         return r;
       };
-      const auto run = [&](auto take_step) {
-        StepRows x = load_next(0), y;
-        for (unsigned step = 0; step < all_steps; step += 2) {
-          const unsigned first = step * kStepRows;
-          if (step + 1u < all_steps) y = load_next(first + kStepRows);
-          int d[2][Fragments][4];
-          step_products<Fragments, true>(x, b, c, d);
-          take_step(d, step);
-          if (step + 1u >= all_steps) break;
-          if (step + 2u < all_steps) x = load_next(first + 2 * kStepRows);
-          step_products<Fragments, true>(y, b, c, d);
-          take_step(d, step + 1u);
-        }
-      };
-      if (p.sample) {
-        run([&](const int (&d)[2][Fragments][4], unsigned step) {
-          take_minima(d, step, step >= full_steps);
-        });
-      } else {
-        run([&](const int (&d)[2][Fragments][4], unsigned step) { take(d, step * kStepRows); });
-      }
-    } else {
-      const std::uint32_t* at = lane_rows;
-      for (unsigned step = 0; step < all_steps; ++step, at += step_words) {
-        const unsigned first = step * kStepRows;
-        const bool checked = step >= full_steps;
-        int d[2][Fragments][4];
+      const std::uint32_t* lane_rows = span_codes + g * words + 2u * tg;
+      const std::uint64_t step_words = std::uint64_t{kStepRows} * words;
+      if (steps == 1) {
+        // 256 bits or fewer: the B fragments stay in registers; the lane's four rows have a
+        // pointer each, moved a step at a time; each step's rows are loaded a step ahead (two
+        // sets of registers, used in turn), so that their latency overlaps the step before.
         uint4 b[Fragments];
         fragments_of(0, b);
-        step_products<Fragments, true>(load_step(at, first, 0, checked), b, c, d);
-        for (unsigned s = 1; s < steps; ++s) {
-          fragments_of(s, b);
-          step_products<Fragments, false>(load_step(at, first, s, checked), b, c, d);
-        }
+        const std::uint32_t* rows[4] = {lane_rows, lane_rows + row8, lane_rows + 2 * row8,
+                                        lane_rows + 3 * row8};
+        const auto load_next = [&](unsigned first) {
+          StepRows r;
+          const bool word = 2u * tg < words;
+#pragma unroll
+          for (unsigned t = 0; t < 2; ++t) {
+#pragma unroll
+            for (unsigned h = 0; h < 2; ++h) {
+              const bool present = word && first + 16u * t + 8u * h + g < span_rows;
+              const std::uint32_t* x = rows[2 * t + h];
+              r.a[t][h] = present ? __ldg(x) : 0u;
+              r.a[t][h + 2] = present ? __ldg(x + 1) : 0u;
+              rows[2 * t + h] = x + step_words;
+            }
+          }
+          return r;
+        };
+        const auto run = [&](auto take_step) {
+          StepRows x = load_next(0), y;
+          for (unsigned step = 0; step < all_steps; step += 2) {
+            const unsigned first = step * kStepRows;
+            if (step + 1u < all_steps) y = load_next(first + kStepRows);
+            int d[2][Fragments][4];
+            step_products<Fragments, true>(x, b, c, d);
+            take_step(d, step);
+            if (step + 1u >= all_steps) break;
+            if (step + 2u < all_steps) x = load_next(first + 2 * kStepRows);
+            step_products<Fragments, true>(y, b, c, d);
+            take_step(d, step + 1u);
+          }
+        };
         if (p.sample) {
-          take_minima(d, step, checked);
+          run([&](const int (&d)[2][Fragments][4], unsigned step) {
+            take_minima(d, step, step >= full_steps);
+          });
         } else {
-          take(d, first);
+          run([&](const int (&d)[2][Fragments][4], unsigned step) { take(d, step * kStepRows); });
+        }
+      } else {
+        const std::uint32_t* at = lane_rows;
+        for (unsigned step = 0; step < all_steps; ++step, at += step_words) {
+          const unsigned first = step * kStepRows;
+          const bool checked = step >= full_steps;
+          int d[2][Fragments][4];
+          uint4 b[Fragments];
+          fragments_of(0, b);
+          step_products<Fragments, true>(load_step(at, first, 0, checked), b, c, d);
+          for (unsigned s = 1; s < steps; ++s) {
+            fragments_of(s, b);
+            step_products<Fragments, false>(load_step(at, first, s, checked), b, c, d);
+          }
+          if (p.sample) {
+            take_minima(d, step, checked);
+          } else {
+            take(d, first);
+          }
         }
       }
     }
@@ -485,7 +693,10 @@ __global__ void __launch_bounds__(kHammingScanWarps * 32) hamming_scan_kernel(Ha
       write_minima();
       return;
     }
-    if (p.pooled) return;  // the select pass takes it from the pools
+    if (p.pooled) {  // the select pass takes it from the pools
+      if (Staged) flush_appends();
+      return;
+    }
   } else {
     // The popcount path: lane l takes row l of each step, against every query of the tile.
     int limits[kQueries];
