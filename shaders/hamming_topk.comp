@@ -388,6 +388,9 @@ uint row_distance(uint row) {
   return d;
 }
 
+// The pool's row i of query q.
+uint pool_row(uint q, uint i) { return scratch.words[push.scratch_word + q * push.pool_cap + i]; }
+
 void set_pair(uint i, uint d, uint row) {
   s_pool[SELECT_KEYS + 2u * i] = d;
   s_pool[SELECT_KEYS + 2u * i + 1u] = row;
@@ -414,6 +417,28 @@ void sort_pairs(uint size) {
   }
 }
 
+// Counts the distances of n rows at SELECT_HIST (bins 0 .. words * 32): rows 0 .. n - 1 of the
+// database, or of query q's pool. Uniform control flow; ends with a barrier.
+void fill_histogram(uint q, uint n, bool from_pool) {
+  const uint t = gl_LocalInvocationID.x;
+  const uint bins = push.words * 32u + 1u;
+  for (uint b = t; b < bins; b += WG) s_pool[SELECT_HIST + b] = 0u;
+  barrier();
+  for (uint i = t; i < n; i += WG) {
+    atomicAdd(s_pool[SELECT_HIST + row_distance(from_pool ? pool_row(q, i) : i)], 1u);
+  }
+  barrier();
+}
+
+// From the histogram: the keep-th smallest distance T into s_threshold and the count of the
+// distances below it into s_nearer. One invocation, between barriers.
+void find_threshold(uint keep) {
+  uint nearer = 0u, b = 0u;
+  while (nearer + s_pool[SELECT_HIST + b] < keep) nearer += s_pool[SELECT_HIST + b++];
+  s_threshold = b;
+  s_nearer = nearer;
+}
+
 // A query whose pool overflowed: its `keep` nearest rows, exactly, by a pass of its own over
 // every row. A histogram of the distances gives the keep-th distance T; every row nearer than T
 // belongs, and of the rows at T the first ones in index order (ranked a chunk of WG rows at a
@@ -421,21 +446,10 @@ void sort_pairs(uint size) {
 // one query); only for ties beyond the pool.
 void exact_select(uint keep) {
   const uint t = gl_LocalInvocationID.x;
-  const uint bins = push.words * 32u + 1u;
-  for (uint b = t; b < bins; b += WG) s_pool[SELECT_HIST + b] = 0u;
   if (t < 2u * WG / 32u) s_pool[SELECT_TIES + t] = 0u;
   if (t == 0u) s_count = 0u;
-  barrier();
-  for (uint row = t; row < push.items; row += WG) {
-    atomicAdd(s_pool[SELECT_HIST + row_distance(row)], 1u);
-  }
-  barrier();
-  if (t == 0u) {
-    uint nearer = 0u, b = 0u;
-    while (nearer + s_pool[SELECT_HIST + b] < keep) nearer += s_pool[SELECT_HIST + b++];
-    s_threshold = b;
-    s_nearer = nearer;
-  }
+  fill_histogram(0u, push.items, false);
+  if (t == 0u) find_threshold(keep);
   barrier();
   const uint threshold = s_threshold, nearer = s_nearer, need = keep - nearer;
   uint taken = 0u;  // rows at the threshold met so far (the same in every invocation)
@@ -469,9 +483,6 @@ void exact_select(uint keep) {
   sort_pairs(size);
 }
 
-// The pool's row i of query q.
-uint pool_row(uint q, uint i) { return scratch.words[push.scratch_word + q * push.pool_cap + i]; }
-
 // The selection: per query of the slice (a workgroup each), its k nearest from its pool (the
 // bound has k rows within it, so a pool that did not overflow holds them), their distances
 // recomputed: a pool the sort holds (FERRY_HAMMING_MAX_POOL) is sorted whole; a larger one gives
@@ -499,18 +510,10 @@ void select_pool() {
     sort_pairs(size);
     kept = min(keep, n);
   } else if (n <= push.pool_cap) {
-    const uint bins = words * 32u + 1u;
-    for (uint b = t; b < bins; b += WG) s_pool[SELECT_HIST + b] = 0u;
-    barrier();
-    for (uint i = t; i < n; i += WG) {
-      atomicAdd(s_pool[SELECT_HIST + row_distance(pool_row(q, i))], 1u);
-    }
-    barrier();
+    fill_histogram(q, n, true);
     if (t == 0u) {
-      uint within = 0u, b = 0u;
-      while (within + s_pool[SELECT_HIST + b] < keep) within += s_pool[SELECT_HIST + b++];
-      s_threshold = b;
-      s_nearer = within + s_pool[SELECT_HIST + b];  // the rows at or within it
+      find_threshold(keep);
+      s_nearer += s_pool[SELECT_HIST + s_threshold];  // the rows at or within it
       s_count = 0u;
     }
     barrier();  // the histogram is read: the pairs take its words

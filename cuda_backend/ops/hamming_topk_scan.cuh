@@ -543,6 +543,17 @@ __global__ void __launch_bounds__(kHammingScanWarps * 32) hamming_scan_kernel(Ha
 #pragma unroll
       for (unsigned f = 0; f < Fragments; ++f) b[f] = fragments[(s * Fragments + f) * 32u];
     };
+    // A loop over the span's steps of 256 bits or fewer (`run`, given what takes a step's
+    // distances), with this pass's take.
+    const auto run_steps = [&](const auto& run) {
+      if (p.sample) {
+        run([&](const int (&d)[2][Fragments][4], unsigned step) {
+          take_minima(d, step, step >= full_steps);
+        });
+      } else {
+        run([&](const int (&d)[2][Fragments][4], unsigned step) { take(d, step * kStepRows); });
+      }
+    };
     if constexpr (Staged) {
       if (steps == 1) {
         // 256 bits or fewer: a unit is a step; the B fragments stay in registers.
@@ -560,13 +571,7 @@ __global__ void __launch_bounds__(kHammingScanWarps * 32) hamming_scan_kernel(Ha
             take_step(d, step);
           }
         };
-        if (p.sample) {
-          run([&](const int (&d)[2][Fragments][4], unsigned step) {
-            take_minima(d, step, step >= full_steps);
-          });
-        } else {
-          run([&](const int (&d)[2][Fragments][4], unsigned step) { take(d, step * kStepRows); });
-        }
+        run_steps(run);
       } else {
         // Units in order: step 0 chunks 0 .. steps - 1, step 1, ...; the fetches run
         // kRowStages - 1 units ahead of the products.
@@ -661,13 +666,7 @@ __global__ void __launch_bounds__(kHammingScanWarps * 32) hamming_scan_kernel(Ha
             take_step(d, step + 1u);
           }
         };
-        if (p.sample) {
-          run([&](const int (&d)[2][Fragments][4], unsigned step) {
-            take_minima(d, step, step >= full_steps);
-          });
-        } else {
-          run([&](const int (&d)[2][Fragments][4], unsigned step) { take(d, step * kStepRows); });
-        }
+        run_steps(run);
       } else {
         const std::uint32_t* at = lane_rows;
         for (unsigned step = 0; step < all_steps; ++step, at += step_words) {

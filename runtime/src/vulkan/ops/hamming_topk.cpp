@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <span>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -89,6 +90,21 @@ Window window_of(const backend::Binding& binding, std::uint64_t alignment) {
   window.info.range = binding.offset - start + binding.size;
   window.first_word = static_cast<std::uint32_t>((binding.offset - start) / 4);
   return window;
+}
+
+// The five bindings' windows and their descriptors. Without scratch the shader's scratch binding
+// is never touched, and the indices' window stands in for it.
+struct Windows {
+  std::array<Window, 5> windows{};
+  std::array<VkDescriptorBufferInfo, 5> infos{};
+};
+Windows windows_of(std::span<const backend::Binding> bindings, bool scratch,
+                   std::uint64_t alignment) {
+  Windows all;
+  for (std::size_t i = 0; i < 4; ++i) all.windows[i] = window_of(bindings[i], alignment);
+  all.windows[4] = scratch ? window_of(bindings[4], alignment) : all.windows[3];
+  for (std::size_t i = 0; i < all.infos.size(); ++i) all.infos[i] = all.windows[i].info;
+  return all;
 }
 
 // Where each binding's data starts in its window, as the shader reads them.
@@ -254,12 +270,9 @@ Result<bool> HammingTopkPipeline::record_pooled(VkCommandBuffer command_buffer,
                max_span_);
   FERRY_ASSIGN_OR_RETURN(const VkPipeline scan, scan_pipeline(tile));
   const VolkDeviceTable& vk = context_->vk;
-  std::array<Window, 5> windows{};
-  std::array<VkDescriptorBufferInfo, 5> infos{};
-  for (std::size_t i = 0; i < infos.size(); ++i) {
-    windows[i] = window_of(bindings[i], offset_alignment_);
-    infos[i] = windows[i].info;
-  }
+  const Windows all = windows_of(bindings, true, offset_alignment_);
+  const auto& windows = all.windows;
+  const auto& infos = all.infos;
   HammingTopkPushConstants common{};
   common.words = args.words;
   common.k = args.k;
@@ -408,12 +421,9 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
                          coopmat ? coopmat_pipeline(shape.tile) : scan_pipeline(shape.tile));
   const ComputeProgram& scan_program = coopmat ? coopmat_program_ : program_;
   const VolkDeviceTable& vk = context_->vk;
-  std::array<Window, 5> windows{};
-  for (std::size_t i = 0; i < 4; ++i) windows[i] = window_of(bindings[i], offset_alignment_);
-  // Without scratch the shader's scratch binding is never touched; any valid window will do.
-  windows[4] = plan.scratch_bytes > 0 ? window_of(bindings[4], offset_alignment_) : windows[3];
-  std::array<VkDescriptorBufferInfo, 5> infos{};
-  for (std::size_t i = 0; i < infos.size(); ++i) infos[i] = windows[i].info;
+  const Windows all = windows_of(bindings, plan.scratch_bytes > 0, offset_alignment_);
+  const auto& windows = all.windows;
+  const auto& infos = all.infos;
   VkPipeline bound = VK_NULL_HANDLE;
   const ComputeProgram* bound_program = nullptr;
   for (std::size_t p = 0; p < dispatches.size(); ++p) {
