@@ -34,6 +34,10 @@
 // memory, and the select pass (hamming_topk.cu) picks the k. With a bound from the sample, a
 // query's pool holds about k times the database's size over the sample's, so the scan runs at
 // the rate of its products and votes, with nothing to merge.
+//
+// Staged (the pooled search over a database that fits the L2 cache): rows come through a ring
+// in the warp's shared memory, fetched a few steps ahead (RowStages), and appends leave a warp 32
+// at a time; see hamming_scan_kernel.
 #pragma once
 
 #include <cstdint>
