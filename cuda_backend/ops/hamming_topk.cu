@@ -236,6 +236,33 @@ __device__ unsigned row_distance(const HammingLaunch& p, const unsigned* code, u
   return d;
 }
 
+// Of the counts hist[0, bins), the first bin whose prefix sum (itself included) reaches `keep`
+// into out[0] (the keep-th smallest distance, T), and the count of the bins before it into out[1]
+// (the distances nearer than T). The first warp of the block, 32 bins at a time.
+__device__ void histogram_kth(const unsigned* hist, unsigned bins, unsigned keep, unsigned* out) {
+  const unsigned lane = threadIdx.x & 31u;
+  unsigned below = 0u;
+  for (unsigned first = 0u; first < bins; first += 32u) {
+    const unsigned count = first + lane < bins ? hist[first + lane] : 0u;
+    unsigned inclusive = count;
+    for (unsigned offset = 1u; offset < 32u; offset <<= 1) {
+      const unsigned before = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
+      if (lane >= offset) inclusive += before;
+    }
+    const unsigned reached = __ballot_sync(0xFFFFFFFFu, below + inclusive >= keep);
+    if (reached != 0u) {
+      const unsigned at = static_cast<unsigned>(__ffs(static_cast<int>(reached))) - 1u;
+      const unsigned nearer = below + __shfl_sync(0xFFFFFFFFu, inclusive - count, at);
+      if (lane == 0u) {
+        out[0] = first + at;
+        out[1] = nearer;
+      }
+      return;
+    }
+    below += __shfl_sync(0xFFFFFFFFu, inclusive, 31);
+  }
+}
+
 // The select pass for a pool that overflowed: query q's keep nearest rows, exactly, by a pass
 // of its own over every row: a histogram of the distances gives the keep-th distance T; the rows
 // nearer than T all belong, and of the rows at T the first ones in index order (ranked chunk by
@@ -253,13 +280,8 @@ __device__ void exact_select(const HammingLaunch& p, const unsigned* code, unsig
   for (unsigned row = t; row < p.items; row += kHammingBlock)
     atomicAdd(&hist[row_distance(p, code, row)], 1u);
   __syncthreads();
-  if (t == 0u) {
-    unsigned nearer = 0u, b = 0u;
-    while (nearer + hist[b] < keep) nearer += hist[b++];
-    counters[0] = b;
-    counters[1] = nearer;
-    counters[2] = 0u;
-  }
+  if (t < 32u) histogram_kth(hist, bins, keep, counters);
+  if (t == 0u) counters[2] = 0u;
   __syncthreads();
   const unsigned threshold = counters[0], nearer = counters[1], need = keep - nearer;
   unsigned taken = 0u;  // rows at the threshold met so far (the same in every thread)
@@ -295,33 +317,17 @@ __device__ void exact_select(const HammingLaunch& p, const unsigned* code, unsig
 // smallest distance T (every key nearer than T and every key at T: at least keep of them), in
 // place and unordered, and returns how many. The pool's k nearest are among them, and they are
 // far fewer than a loose bound's pool (k = 100 over 1M rows pools ~1000-2000 rows a query), so
-// the sort after it is short. `hist`: bins + 2 words of shared memory. Whole block.
+// the sort after it is short. `hist`: bins + 3 words of shared memory. Whole block.
 __device__ unsigned keep_within_kth(unsigned long long* keys, unsigned n, unsigned keep,
                                     unsigned bins, unsigned* hist) {
-  unsigned* counters = hist + bins;  // T, keys kept
-  const unsigned t = threadIdx.x, lane = t & 31u;
+  unsigned* counters = hist + bins;  // T, the keys nearer than T, the keys kept
+  const unsigned t = threadIdx.x;
   for (unsigned b = t; b < bins; b += kHammingBlock) hist[b] = 0u;
-  if (t == 0u) counters[1] = 0u;
+  if (t == 0u) counters[2] = 0u;
   __syncthreads();
   for (unsigned i = t; i < n; i += kHammingBlock) atomicAdd(&hist[keys[i] >> 32], 1u);
   __syncthreads();
-  if (t < 32u) {  // T: the first bin whose inclusive prefix reaches keep, 32 bins at a time
-    unsigned below = 0u;
-    for (unsigned first = 0u; first < bins; first += 32u) {
-      unsigned inclusive = first + lane < bins ? hist[first + lane] : 0u;
-      for (unsigned offset = 1u; offset < 32u; offset <<= 1) {
-        const unsigned before = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
-        if (lane >= offset) inclusive += before;
-      }
-      const unsigned reached = __ballot_sync(0xFFFFFFFFu, below + inclusive >= keep);
-      if (reached != 0u) {
-        const unsigned bin = first + static_cast<unsigned>(__ffs(static_cast<int>(reached))) - 1u;
-        if (lane == 0u) counters[0] = bin;
-        break;
-      }
-      below += __shfl_sync(0xFFFFFFFFu, inclusive, 31);
-    }
-  }
+  if (t < 32u) histogram_kth(hist, bins, keep, counters);
   __syncthreads();
   const unsigned threshold = counters[0];
   // Kept keys are written below the chunk being read (their count never passes the keys read),
@@ -331,10 +337,10 @@ __device__ unsigned keep_within_kth(unsigned long long* keys, unsigned n, unsign
     const unsigned long long key = i < n ? keys[i] : ~0ull;
     __syncthreads();
     if (i < n && static_cast<unsigned>(key >> 32) <= threshold)
-      keys[atomicAdd(&counters[1], 1u)] = key;
+      keys[atomicAdd(&counters[2], 1u)] = key;
   }
   __syncthreads();
-  return counters[1];
+  return counters[2];
 }
 
 // The pooled search's select pass: a block per query of the slice takes the rows of the query's
@@ -453,7 +459,7 @@ cudaError_t hamming_scan_blocks_per_sm(unsigned fragments, bool mma, bool staged
 
 unsigned hamming_select_shared_bytes(unsigned pool_cap, unsigned words) {
   const unsigned exact = 8u * kHammingK + 4u * kExactWords;
-  const unsigned pooled = 8u * pool_cap + 4u * (words * 32u + 1u + 2u);
+  const unsigned pooled = 8u * pool_cap + 4u * (words * 32u + 1u + 3u);
   return 4u * kSelectCodeWords + (pooled > exact ? pooled : exact);
 }
 

@@ -98,6 +98,13 @@ Status HammingTopkKernel::create(unsigned sm_count) {
     return cuda_status(error, "prepare_hamming_scan (hamming_topk kernel)");
   }
   if (feature_hidden("b1mma")) support_.mma = false;
+  // FERRY_CUDA_HAMMING_SCAN (for tests and measurements; unset or pooled: the default).
+  if (const char* forced = std::getenv("FERRY_CUDA_HAMMING_SCAN"); forced != nullptr) {
+    const std::string_view value(forced);
+    if (value == "buffered") scan_ = Scan::buffered;
+    if (value == "pooled-exact") scan_ = Scan::pooled_exact;
+    if (value == "pooled-plain") scan_ = Scan::pooled_plain;
+  }
   return Status();
 }
 
@@ -105,15 +112,10 @@ Result<bool> HammingTopkKernel::record_pooled(const ops::HammingTopkArgs& args,
                                               std::span<const backend::Binding> bindings,
                                               cudaStream_t stream) const {
   // The pools (ops::HammingPoolShape) wherever their shape exists (the public call then offered
-  // scratch for them); FERRY_CUDA_HAMMING_SCAN=buffered forces the buffered scan (for tests and
-  // measurements; =pooled is the default), =pooled-exact the pooled search with pools that hold
-  // nothing, so that every query takes the select kernel's exact pass (for tests), =pooled-plain
-  // the pooled search without the staged scan (below).
+  // scratch for them), unless a test forces another scan (scan_).
   constexpr std::uint32_t kMinSlice = 32;
   const ops::HammingPoolShape shape = ops::hamming_pool_shape(args);
-  const char* forced = std::getenv("FERRY_CUDA_HAMMING_SCAN");
-  const std::string_view forced_scan = forced != nullptr ? forced : "";
-  if (!support_.mma || shape.pool_cap == 0 || bindings.size() <= 4 || forced_scan == "buffered") {
+  if (!support_.mma || shape.pool_cap == 0 || bindings.size() <= 4 || scan_ == Scan::buffered) {
     return false;
   }
   const std::uint32_t groups = shape.sample_groups;
@@ -140,7 +142,7 @@ Result<bool> HammingTopkKernel::record_pooled(const ops::HammingTopkArgs& args,
   // scan's shared memory takes (10M x 256-bit, k = 10: 2.54 ms plain against 3.08 staged;
   // 1M x 1024-bit 1.62 against 3.01).
   const bool staged =
-      forced_scan != "pooled-plain" &&
+      scan_ != Scan::pooled_plain &&
       std::uint64_t{args.rows} * args.words * 4 <= std::uint64_t{support_.l2_bytes} / 4 * 3;
   const unsigned shared = hamming_scan_shared_bytes(fragments, 0, args.words, staged, warps);
   int blocks_per_sm = 0;
@@ -165,7 +167,7 @@ Result<bool> HammingTopkKernel::record_pooled(const ops::HammingTopkArgs& args,
   launch.fragments = fragments;
   launch.cap = 0;
   launch.warps = warps;
-  launch.pool_cap = forced_scan == "pooled-exact" ? 0 : static_cast<std::uint32_t>(pool_cap);
+  launch.pool_cap = scan_ == Scan::pooled_exact ? 0 : static_cast<std::uint32_t>(pool_cap);
   launch.pool = launch.scratch;
   launch.pool_counts = launch.scratch + std::uint64_t{slice} * pool_cap;
   launch.minima = launch.pool_counts + slice;

@@ -13,7 +13,8 @@ namespace ferry::cuda {
 class HammingTopkKernel {
  public:
   // Reads what the device offers (hamming_topk_launch.hpp); FERRY_CUDA_HIDE_FEATURES=b1mma (for
-  // tests) makes it take the popcount path where it has the tensor-core one.
+  // tests) makes it take the popcount path where it has the tensor-core one, and
+  // FERRY_CUDA_HAMMING_SCAN forces a scan (Scan).
   Status create(unsigned sm_count);
   // Enqueues the passes on `stream`, in order (a stream runs them one after another).
   Status record(const ops::HammingTopkArgs& args, std::span<const backend::Binding> bindings,
@@ -29,6 +30,12 @@ class HammingTopkKernel {
 
   unsigned sm_count_ = 1;
   HammingScanSupport support_;
+  // FERRY_CUDA_HAMMING_SCAN, for tests and measurements: the pooled search where it applies
+  // (unset, pooled), the buffered scan always (buffered), pools that hold nothing so that every
+  // query takes the select kernel's exact pass (pooled-exact), the pooled search without the
+  // staged scan (pooled-plain).
+  enum class Scan { pooled, buffered, pooled_exact, pooled_plain };
+  Scan scan_ = Scan::pooled;
 };
 
 }  // namespace ferry::cuda

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <span>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
