@@ -140,9 +140,10 @@ for s in $steps; do
         step "conformance-cuda-$scan" env FERRY_BACKENDS=cuda FERRY_REQUIRE=cuda \
           FERRY_CUDA_HAMMING_SCAN=$scan "$bin/ferry_conformance" --test-case='hamming*,BinaryIndex*'
       done
-      # hamming_topk's Vulkan buffered scan forced where the pooled search runs by default, and
-      # the pooled search's exact pass for every query, as on CUDA
-      for scan in buffered pooled-exact; do
+      # hamming_topk's Vulkan buffered scan forced where the pooled search runs by default, the
+      # pooled search's exact pass for every query, as on CUDA, and the pooled search without
+      # cooperative matrices (portable: the default fills the pools with them where offered)
+      for scan in buffered pooled-exact portable; do
         step "conformance-vulkan-$scan" env FERRY_BACKENDS=vulkan FERRY_REQUIRE=vulkan \
           FERRY_VALIDATION=1 FERRY_VULKAN_HAMMING_SCAN=$scan "$bin/ferry_conformance" \
           --test-case='hamming*,BinaryIndex*'

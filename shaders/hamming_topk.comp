@@ -256,11 +256,7 @@ void row_distances(const uint row_word[MAX_ROWS], uint g, out uint dist[MAX_ROWS
 // selection then sorts each pool; a pool that overflowed (many rows tied at the bound) takes an
 // exact pass over every row instead.
 
-// Query j's pool (j in the slice) takes `row`: counted always, written while there is room.
-void pool_append(uint j, uint row) {
-  const uint at = atomicAdd(scratch.words[push.scratch_word + push.pool_counts + j], 1u);
-  if (at < push.pool_cap) scratch.words[push.scratch_word + j * push.pool_cap + at] = row;
-}
+#include "hamming_topk_pools.h"
 
 // The sample's scan: query j's smallest distance in the span (the scan's count words are free).
 #define MINIMUM(j) s_pool[FERRY_HAMMING_SCAN_COUNTS + (j)]
@@ -325,12 +321,7 @@ void fill_pools(uint tile, uint tile_queries) {
   const uint t = gl_LocalInvocationID.x;
   const uint words = push.words, quads = (words + 3u) / 4u;
   for (uint j = t; j < kTile; j += WG) {
-    uint limit = 0u;
-    if (j < tile_queries) {
-      const uint at = push.bound_base + (tile + j) * push.k + push.k - 1u;
-      limit = scratch.words[push.scratch_word + 2u * at] + 1u;
-    }
-    LIMIT(j) = limit;
+    LIMIT(j) = j < tile_queries ? pool_limit(tile + j) : 0u;
   }
   barrier();  // the limits, and the tile's codes, which scan() stored
   for (uint span = gl_WorkGroupID.x; span < push.groups; span += gl_NumWorkGroups.x) {

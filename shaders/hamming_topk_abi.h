@@ -50,6 +50,19 @@
 #define FERRY_HAMMING_COOPMAT_CHUNK_BITS 128
 #define FERRY_HAMMING_COOPMAT_PITCH (FERRY_HAMMING_COOPMAT_CHUNK_BITS / 16 + 1)
 #define FERRY_HAMMING_COOPMAT_MIN_TILE 16
+// The pooled search's fill with cooperative matrices (hamming_topk_coopmat_fill.comp): the same
+// products, for codes of at most FERRY_HAMMING_FILL_MAX_WORDS words (each subgroup keeps its
+// queries' matrices in registers) and tiles of 64, 128 or 256 queries (FERRY_HAMMING_TILE_ID);
+// the code's words are the specialization constant FERRY_HAMMING_WORDS_ID. Rows come in rounds
+// of FERRY_HAMMING_ROUND_ROWS, expanded into one of two buffers of FERRY_HAMMING_FILL_PITCH
+// quads a row.
+#define FERRY_HAMMING_WORDS_ID 2
+#define FERRY_HAMMING_FILL_MAX_WORDS 8
+#define FERRY_HAMMING_FILL_MIN_TILE 64
+#define FERRY_HAMMING_FILL_MAX_TILE 256
+#define FERRY_HAMMING_FILL_PITCH (2 * FERRY_HAMMING_FILL_MAX_WORDS + 1)
+// Appends a subgroup holds in shared memory before they go out together.
+#define FERRY_HAMMING_FILL_PENDING 64
 // flags
 #define FERRY_HAMMING_FROM_CODES 1u  // level 0: distances from the codes (else candidates)
 #define FERRY_HAMMING_FINAL 2u       // writes distances and indices (else candidates)

@@ -25,8 +25,8 @@ struct CooperativeMatrixShape {
 struct CooperativeMatrixSupport {
   bool extension = false;            // VK_NV_cooperative_matrix
   bool feature = false;              // cooperativeMatrix (false when hidden for tests)
-  // FERRY_VULKAN_HAMMING_SCAN=coopmat: the scan is slower than the portable one on the H100, so
-  // the device is set up for it (extension, features, module) only when asked.
+  // Not refused with FERRY_VULKAN_HAMMING_SCAN=portable: the device is then set up for them
+  // (extension, features, modules) where it offers them.
   bool requested = false;
   bool shader_int8 = false;          // shaderInt8: the matrices' int8 components
   bool vulkan_memory_model = false;  // vulkanMemoryModel: GL_KHR_memory_scope_semantics

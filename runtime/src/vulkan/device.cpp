@@ -72,8 +72,9 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
   features11.storageBuffer16BitAccess = enabled.storage_buffer_16bit ? VK_TRUE : VK_FALSE;
 
   std::vector<const char*> extensions = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
-  // Optional: hamming_topk's cooperative-matrix scan, where the device has all it needs (else,
-  // or with cooperativeMatrix hidden, nothing of it is enabled and the portable scan runs).
+  // Optional: hamming_topk's cooperative-matrix fill and scan, where the device has all they
+  // need (else, with cooperativeMatrix hidden or FERRY_VULKAN_HAMMING_SCAN=portable, nothing of
+  // them is enabled and the portable scans run).
   VkPhysicalDeviceCooperativeMatrixFeaturesNV matrix_features{};
   matrix_features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
   const bool cooperative_matrix =

@@ -442,17 +442,19 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
       bits != nullptr && bits[0] != '\0') {
     FERRY_RETURN_IF_ERROR(limit_timestamp_bits(bits, device.info.queue_families));
   }
+  device.cooperative_matrix.requested = true;
   if (const char* scan = std::getenv("FERRY_VULKAN_HAMMING_SCAN"); scan != nullptr && scan[0] != '\0') {
     const std::string_view value(scan);
-    // portable or pooled (the default, as FERRY_CUDA_HAMMING_SCAN's): pools where they apply;
-    // buffered, pooled-exact: for tests and measurements (vulkan/ops/hamming_topk.hpp).
+    // pooled (the default, as FERRY_CUDA_HAMMING_SCAN's): pools where they apply, filled with
+    // cooperative matrices where the device offers them; portable: the same without them;
+    // buffered, pooled-exact, coopmat: for tests and measurements (vulkan/ops/hamming_topk.hpp).
     if (value != "coopmat" && value != "portable" && value != "pooled" && value != "buffered" &&
         value != "pooled-exact") {
       return Status(ErrorCode::invalid_argument,
                     "FERRY_VULKAN_HAMMING_SCAN: '" + std::string(value) +
                         "' is not portable, pooled, buffered, pooled-exact or coopmat");
     }
-    device.cooperative_matrix.requested = value == "coopmat";
+    device.cooperative_matrix.requested = value != "portable";
   }
   FERRY_RETURN_IF_ERROR(describe_compute_units(handle, device));
   FERRY_RETURN_IF_ERROR(describe_pci_bus(handle, device));

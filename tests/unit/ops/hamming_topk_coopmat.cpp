@@ -191,4 +191,30 @@ TEST_CASE("hamming_topk coopmat: tiles and buffers fit the shader's shared memor
   CHECK(hamming_coopmat_scan_shape(257, 1000).tile == 0);
 }
 
+TEST_CASE("hamming_topk coopmat: the pools' fill takes codes of up to 8 words in tiles it fills") {
+  using ferry::vulkan::hamming_coopmat_fill_tile;
+  for (std::uint32_t words = 1; words <= ferry::kHammingMaxCodeBits / 32; ++words) {
+    for (const std::uint32_t queries :
+         {1u, 16u, 31u, 32u, 33u, 64u, 65u, 128u, 129u, 256u, 1000u, 65535u}) {
+      const std::uint32_t tile = hamming_coopmat_fill_tile(words, queries);
+      INFO("words " << words << ", queries " << queries << ": tile " << tile);
+      // The query matrices of a subgroup's 32 queries, two per word, stay in its registers;
+      // fewer queries take the portable fill.
+      CHECK((tile != 0) == (words <= FERRY_HAMMING_FILL_MAX_WORDS && queries >= 32));
+      if (tile == 0) continue;
+      CHECK((tile == 64 || tile == 128 || tile == 256));
+      // The smallest tile that holds every query, or 256 for more.
+      CHECK((tile >= queries || tile == FERRY_HAMMING_FILL_MAX_TILE));
+      CHECK((tile == FERRY_HAMMING_FILL_MIN_TILE || tile / 2 < queries));
+    }
+  }
+  CHECK(hamming_coopmat_fill_tile(8, 1000) == 256);   // 256-bit codes, the issue's batch
+  CHECK(hamming_coopmat_fill_tile(8, 100) == 128);
+  CHECK(hamming_coopmat_fill_tile(2, 32) == 64);
+  CHECK(hamming_coopmat_fill_tile(8, 16) == 0);  // 16 queries: the portable fill
+  CHECK(hamming_coopmat_fill_tile(9, 1000) == 0);     // 288 bits: the portable fill
+  CHECK(hamming_coopmat_fill_tile(32, 1000) == 0);
+  static_assert(ferry::vulkan::kHammingCoopmatFillSharedBytes <= 48 * 1024);
+}
+
 }  // namespace

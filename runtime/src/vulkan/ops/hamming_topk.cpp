@@ -11,6 +11,7 @@
 
 #include "ferry/shaders/hamming_topk.comp.spv.h"
 #include "ferry/shaders/hamming_topk_coopmat.comp.spv.h"
+#include "ferry/shaders/hamming_topk_coopmat_fill.comp.spv.h"
 #include "ops/hamming_topk.hpp"
 #include "vulkan/buffer.hpp"
 #include "vulkan/ops/hamming_topk_plan.hpp"
@@ -34,6 +35,10 @@ constexpr spirv::PushConstantLayout kCoopmatLayout =
     spirv::push_constant_layout(shaders::hamming_topk_coopmat_spv);
 static_assert(kCoopmatLayout.found && kCoopmatLayout.member_count == kLayout.member_count);
 static_assert(kCoopmatLayout.offsets[20] == offsetof(HammingTopkPushConstants, pool_counts));
+constexpr spirv::PushConstantLayout kFillLayout =
+    spirv::push_constant_layout(shaders::hamming_topk_coopmat_fill_spv);
+static_assert(kFillLayout.found && kFillLayout.member_count == kLayout.member_count);
+static_assert(kFillLayout.offsets[20] == offsetof(HammingTopkPushConstants, pool_counts));
 // The shader's constants are the plan's.
 static_assert(FERRY_HAMMING_WORKGROUP_SIZE == ops::kHammingWorkgroupSize);
 static_assert(FERRY_HAMMING_MERGE_GROUP == ops::kHammingMergeGroup);
@@ -143,6 +148,7 @@ Status HammingTopkPipeline::create(const DeviceContext& context) {
     const std::string_view value(scan);
     if (value == "buffered") pools_ = Pools::never;
     if (value == "pooled-exact") pools_ = Pools::exact_only;
+    coopmat_scan_ = value == "coopmat";
   }
   if (context.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
     max_exact_iterations_ = kCpuMaxExactIterations;
@@ -153,32 +159,42 @@ Status HammingTopkPipeline::create(const DeviceContext& context) {
   // be here; check() says so again if it ever is.
   if (!kNeeds.missing_from(context.features).empty()) return Status();
   FERRY_ASSIGN_OR_RETURN(merge_pipeline_, make_pipeline(program_, 0));
-  // Only on a device set up for it: asked for with FERRY_VULKAN_HAMMING_SCAN=coopmat (it is
-  // slower than the portable scan on the H100: docs/OPS.md) and offered (device.cpp).
+  // Only on a device set up for them: offered, and not refused with
+  // FERRY_VULKAN_HAMMING_SCAN=portable (device.cpp).
   if (context.cooperative_matrix) {
     FERRY_RETURN_IF_ERROR(coopmat_program_.create(context, shaders::hamming_topk_coopmat_spv, 5,
                                                   sizeof(HammingTopkPushConstants)));
+    FERRY_RETURN_IF_ERROR(fill_program_.create(context, shaders::hamming_topk_coopmat_fill_spv, 5,
+                                               sizeof(HammingTopkPushConstants)));
     coopmat_ = true;
   }
   return Status();
 }
 
 Result<VkPipeline> HammingTopkPipeline::make_pipeline(const ComputeProgram& program,
-                                                      std::uint32_t tile) const {
-  const VkSpecializationMapEntry entry{FERRY_HAMMING_TILE_ID, 0, sizeof(std::uint32_t)};
+                                                      std::uint32_t tile,
+                                                      std::uint32_t words) const {
+  const std::array<VkSpecializationMapEntry, 2> entries = {
+      VkSpecializationMapEntry{FERRY_HAMMING_TILE_ID, 0, sizeof(std::uint32_t)},
+      VkSpecializationMapEntry{FERRY_HAMMING_WORDS_ID, sizeof(std::uint32_t),
+                               sizeof(std::uint32_t)}};
+  const std::array<std::uint32_t, 2> values = {tile, words};
   VkSpecializationInfo specialization{};
-  specialization.mapEntryCount = 1;
-  specialization.pMapEntries = &entry;
-  specialization.dataSize = sizeof(tile);
-  specialization.pData = &tile;
+  specialization.mapEntryCount = words == 0 ? 1 : 2;
+  specialization.pMapEntries = entries.data();
+  specialization.dataSize = specialization.mapEntryCount * sizeof(std::uint32_t);
+  specialization.pData = values.data();
   Result<VkPipeline> pipeline = program.make_pipeline(&specialization);
   if (!pipeline.ok()) {
     Status status = pipeline.status();
-    const char* scan = &program == &coopmat_program_ ? "cooperative-matrix scan" : "scan";
-    status.with_context(tile == 0 ? std::string("hamming_topk on Vulkan: making the merge pipeline")
-                                  : "hamming_topk on Vulkan: making the " + std::string(scan) +
-                                        " pipeline for tiles of " + std::to_string(tile) +
-                                        " queries");
+    const char* scan = &program == &coopmat_program_ ? "cooperative-matrix scan"
+                       : &program == &fill_program_  ? "cooperative-matrix fill"
+                                                     : "scan";
+    status.with_context(
+        tile == 0 ? std::string("hamming_topk on Vulkan: making the merge pipeline")
+                  : "hamming_topk on Vulkan: making the " + std::string(scan) +
+                        " pipeline for tiles of " + std::to_string(tile) + " queries" +
+                        (words == 0 ? "" : " and codes of " + std::to_string(words) + " words"));
     return status;
   }
   return pipeline;
@@ -212,6 +228,26 @@ Result<VkPipeline> HammingTopkPipeline::coopmat_pipeline(std::uint32_t tile) con
   return pipeline;
 }
 
+Result<VkPipeline> HammingTopkPipeline::fill_pipeline(std::uint32_t tile,
+                                                      std::uint32_t words) const {
+  if (!coopmat_ || hamming_coopmat_fill_tile(words, tile) != tile) {
+    return Status(ErrorCode::internal,
+                  "hamming_topk on Vulkan: no cooperative-matrix fill pipeline for tiles of " +
+                      std::to_string(tile) + " queries and codes of " + std::to_string(words) +
+                      " words");
+  }
+  // 256 -> 0, 128 -> 1, 64 -> 2
+  const auto index = static_cast<std::size_t>(std::countr_zero(FERRY_HAMMING_FILL_MAX_TILE / tile)) *
+                         FERRY_HAMMING_FILL_MAX_WORDS +
+                     (words - 1);
+  std::lock_guard lock(scan_mutex_);
+  VkPipeline& pipeline = fill_pipelines_[index];
+  if (pipeline == VK_NULL_HANDLE) {
+    FERRY_ASSIGN_OR_RETURN(pipeline, make_pipeline(fill_program_, tile, words));
+  }
+  return pipeline;
+}
+
 void HammingTopkPipeline::destroy() noexcept {
   if (context_ == nullptr) return;
   const VolkDeviceTable& vk = context_->vk;
@@ -223,6 +259,11 @@ void HammingTopkPipeline::destroy() noexcept {
     if (pipeline != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, pipeline, nullptr);
     pipeline = VK_NULL_HANDLE;
   }
+  for (VkPipeline& pipeline : fill_pipelines_) {
+    if (pipeline != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, pipeline, nullptr);
+    pipeline = VK_NULL_HANDLE;
+  }
+  fill_program_.destroy();
   coopmat_program_.destroy();
   coopmat_ = false;
   if (merge_pipeline_ != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, merge_pipeline_, nullptr);
@@ -261,14 +302,25 @@ Result<bool> HammingTopkPipeline::record_pooled(VkCommandBuffer command_buffer,
   const std::uint64_t exact_iterations =
       2 * ((std::uint64_t{args.rows} + kGroup - 1) / kGroup) * (args.words + 2);
   if (max_exact_iterations_ != 0 && exact_iterations > max_exact_iterations_) return false;
-  // The pooled scan keeps no key buffers: its tile is the scan's for k = 1 (32 queries unless
-  // fewer hold the slice or the codes need less).
-  const std::uint32_t tile = hamming_scan_shape(1, args.words, plan.slice, preferred_tile_).tile;
-  const std::uint32_t span =
-      std::min(ops::hamming_scan_span(args.rows, plan.slice, tile, FERRY_HAMMING_ROUND_ROWS,
-                                      resident_groups_),
-               max_span_);
-  FERRY_ASSIGN_OR_RETURN(const VkPipeline scan, scan_pipeline(tile));
+  // The sample's pass and the fill: with cooperative matrices where the device has them and the
+  // search fits (hamming_coopmat_fill_tile), else the portable scan's pipeline, whose tile is the
+  // scan's for k = 1 (the pooled scan keeps no key buffers: 32 queries unless fewer hold the
+  // slice or the codes need less). The spans of either as the workgroups they run at once: for
+  // the cooperative-matrix fill, whose query matrices and accumulators take about 100 registers
+  // an invocation, 2 a compute unit (an estimate: ncu does not profile Vulkan kernels).
+  const std::uint32_t fill_tile = coopmat_ ? hamming_coopmat_fill_tile(args.words, plan.slice) : 0;
+  const std::uint32_t tile =
+      fill_tile != 0 ? fill_tile
+                     : hamming_scan_shape(1, args.words, plan.slice, preferred_tile_).tile;
+  std::uint64_t resident = resident_groups_;
+  if (fill_tile != 0 && context_->compute_units != 0) resident = context_->compute_units * 2ull;
+  const std::uint32_t span = std::min(
+      ops::hamming_scan_span(args.rows, plan.slice, tile, FERRY_HAMMING_ROUND_ROWS, resident),
+      max_span_);
+  FERRY_ASSIGN_OR_RETURN(const VkPipeline scan, fill_tile != 0
+                                                    ? fill_pipeline(fill_tile, args.words)
+                                                    : scan_pipeline(tile));
+  const ComputeProgram& scan_program = fill_tile != 0 ? fill_program_ : program_;
   const VolkDeviceTable& vk = context_->vk;
   const Windows all = windows_of(bindings, true, offset_alignment_);
   const auto& windows = all.windows;
@@ -281,21 +333,21 @@ Result<bool> HammingTopkPipeline::record_pooled(VkCommandBuffer command_buffer,
   common.bound_base = plan.bound_base;
   set_first_words(common, windows);
   VkPipeline bound = VK_NULL_HANDLE;
+  const ComputeProgram* bound_program = nullptr;
   bool first = true;
-  const auto dispatch = [&](VkPipeline pipeline, const HammingTopkPushConstants& push,
-                            std::uint32_t groups_x, std::uint32_t groups_y) {
+  const auto dispatch = [&](const ComputeProgram& program, VkPipeline pipeline,
+                            const HammingTopkPushConstants& push, std::uint32_t groups_x,
+                            std::uint32_t groups_y) {
     if (pipeline != bound) {
       vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
       bound = pipeline;
     }
-    // One program: the descriptors pushed once survive the pipeline changes.
-    if (first) {
-      program_.push_storage_buffers(command_buffer, infos);
-    } else {
-      record_compute_barrier(vk, command_buffer);  // each reads what the one before wrote
-    }
+    if (!first) record_compute_barrier(vk, command_buffer);  // each reads what the one before wrote
     first = false;
-    vk.vkCmdPushConstants(command_buffer, program_.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
+    // Descriptors pushed for a program survive the changes between its pipelines.
+    if (&program != bound_program) program.push_storage_buffers(command_buffer, infos);
+    bound_program = &program;
+    vk.vkCmdPushConstants(command_buffer, program.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
                           sizeof(push), &push);
     vk.vkCmdDispatch(command_buffer, std::min(groups_x, max_groups_x_), groups_y, 1);
   };
@@ -312,7 +364,7 @@ Result<bool> HammingTopkPipeline::record_pooled(VkCommandBuffer command_buffer,
     minima.groups = plan.sample_groups;
     minima.out_base = plan.minima_base;
     minima.out_stride = plan.sample_groups;
-    dispatch(scan, minima, minima.groups, tiles);
+    dispatch(scan_program, scan, minima, minima.groups, tiles);
     // The bounds: the k smallest minima per query (a merge of one group), the pools emptied.
     HammingTopkPushConstants bounds = push;
     bounds.flags = FERRY_HAMMING_POOLED;
@@ -323,18 +375,18 @@ Result<bool> HammingTopkPipeline::record_pooled(VkCommandBuffer command_buffer,
     bounds.in_stride = plan.sample_groups;
     bounds.out_base = plan.bound_base;
     bounds.out_stride = args.k;
-    dispatch(merge_pipeline_, bounds, 1, push.query_count);
+    dispatch(program_, merge_pipeline_, bounds, 1, push.query_count);
     // The scan filling the pools, then the selection.
     HammingTopkPushConstants fill = push;
     fill.flags = FERRY_HAMMING_FROM_CODES | FERRY_HAMMING_POOLED | FERRY_HAMMING_BOUNDED;
     fill.items = args.rows;
     fill.group_items = span;
     fill.groups = (args.rows + span - 1) / span;
-    dispatch(scan, fill, fill.groups, tiles);
+    dispatch(scan_program, scan, fill, fill.groups, tiles);
     HammingTopkPushConstants select = push;
     select.flags = FERRY_HAMMING_SELECT | FERRY_HAMMING_FINAL;
     select.items = args.rows;
-    dispatch(merge_pipeline_, select, 1, push.query_count);
+    dispatch(program_, merge_pipeline_, select, 1, push.query_count);
   }
   return true;
 }
@@ -343,9 +395,10 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
                                    std::span<const backend::Binding> bindings) const {
   // Level 0 scans spans of rows for tiles of queries (hamming_topk_plan.hpp); the plan is made
   // for those spans within the scratch the public call reserved (bound last, when not 0).
-  // The cooperative-matrix scan where the device has it and the search fits its tiles.
-  const HammingScanShape coopmat_shape =
-      coopmat_ ? hamming_coopmat_scan_shape(args.k, args.queries) : HammingScanShape{};
+  // The cooperative-matrix scan where asked for, the device has it and the search fits its tiles.
+  const HammingScanShape coopmat_shape = coopmat_ && coopmat_scan_
+                                            ? hamming_coopmat_scan_shape(args.k, args.queries)
+                                            : HammingScanShape{};
   const bool coopmat = coopmat_shape.tile != 0;
   if (!coopmat) {
     FERRY_ASSIGN_OR_RETURN(const bool pooled, record_pooled(command_buffer, args, bindings));

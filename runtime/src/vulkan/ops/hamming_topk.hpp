@@ -5,9 +5,11 @@
 // needs it. The pooled search (the default where its pools apply: hamming_pool_plan) runs the
 // scan's pipeline over a sample, the merges' for the bounds, the scan's again filling the pools
 // and the merges' (its selection) last. Where the device was opened with cooperative matrices
-// (DeviceContext::cooperative_matrix), the scan is shaders/hamming_topk_coopmat.comp's instead
-// for the searches hamming_coopmat_scan_shape gives a tile (same keys and selection, same
-// results), without pools.
+// (DeviceContext::cooperative_matrix: by default where it offers them), the fill is
+// shaders/hamming_topk_coopmat_fill.comp's for codes that hamming_coopmat_fill_tile gives a
+// tile (same pools, same results). With FERRY_VULKAN_HAMMING_SCAN=coopmat the buffered scan is
+// shaders/hamming_topk_coopmat.comp's for the searches hamming_coopmat_scan_shape gives a tile
+// (same keys and selection, same results), without pools.
 #pragma once
 
 #include <volk.h>
@@ -57,8 +59,12 @@ class HammingTopkPipeline {
   Result<VkPipeline> scan_pipeline(std::uint32_t tile) const;
   // The cooperative-matrix scan's pipeline for tiles of 32 or 16 queries, made now if needed.
   Result<VkPipeline> coopmat_pipeline(std::uint32_t tile) const;
-  // tile 0: the merges.
-  Result<VkPipeline> make_pipeline(const ComputeProgram& program, std::uint32_t tile) const;
+  // The pools' fill with cooperative matrices for tiles of `tile` queries (64, 128 or 256) and
+  // codes of `words` words, made now if needed.
+  Result<VkPipeline> fill_pipeline(std::uint32_t tile, std::uint32_t words) const;
+  // tile 0: the merges; words 0: a pipeline for codes of any length.
+  Result<VkPipeline> make_pipeline(const ComputeProgram& program, std::uint32_t tile,
+                                   std::uint32_t words = 0) const;
   // The pooled search (hamming_topk.comp, "Pools") where it applies (hamming_pool_plan, the
   // portable scan, scratch bound); false when it does not, having recorded nothing.
   Result<bool> record_pooled(VkCommandBuffer command_buffer, const ops::HammingTopkArgs& args,
@@ -66,18 +72,24 @@ class HammingTopkPipeline {
 
   const DeviceContext* context_ = nullptr;
   ComputeProgram program_;
-  ComputeProgram coopmat_program_;  // made only with DeviceContext::cooperative_matrix
+  // Both made only with DeviceContext::cooperative_matrix (coopmat_).
+  ComputeProgram coopmat_program_;
+  ComputeProgram fill_program_;
   bool coopmat_ = false;
+  // FERRY_VULKAN_HAMMING_SCAN=coopmat: the cooperative-matrix buffered scan where it applies.
+  bool coopmat_scan_ = false;
   mutable std::array<VkPipeline, 2> coopmat_pipelines_{};  // tiles 32, 16; guarded by scan_mutex_
+  // Tiles 256, 128, 64 x codes of 1 to FERRY_HAMMING_FILL_MAX_WORDS words; guarded by scan_mutex_.
+  mutable std::array<VkPipeline, 3 * FERRY_HAMMING_FILL_MAX_WORDS> fill_pipelines_{};
   VkPipeline merge_pipeline_ = VK_NULL_HANDLE;  // null when the device cannot run the shader
-  mutable std::mutex scan_mutex_;               // guards scan_pipelines_, coopmat_pipelines_
+  mutable std::mutex scan_mutex_;  // guards scan_pipelines_, coopmat_pipelines_, fill_pipelines_
   mutable std::array<VkPipeline, 4> scan_pipelines_{};  // tiles 32, 16, 8, 4
   std::uint64_t resident_groups_ = 1;  // workgroups the device runs at once (an estimate)
   std::uint32_t max_span_ = ops::kHammingScanMaxSpan;  // kCpuMaxSpan on a CPU implementation
   std::uint32_t preferred_tile_ = 0;   // FERRY_VULKAN_HAMMING_TILE, 0 when unset
-  // FERRY_VULKAN_HAMMING_SCAN: pools where they apply (unset, portable, pooled; coopmat: the
-  // cooperative-matrix scan, which has no pools), buffered (never), pooled-exact (pools that
-  // hold nothing: every query takes the selection's exact pass, for tests).
+  // FERRY_VULKAN_HAMMING_SCAN: pools where they apply (unset, pooled, portable; coopmat where
+  // the cooperative-matrix scan applies, which has no pools), buffered (never), pooled-exact
+  // (pools that hold nothing: every query takes the selection's exact pass, for tests).
   enum class Pools { where_they_apply, never, exact_only };
   Pools pools_ = Pools::where_they_apply;
   // lavapipe: pools only for databases whose exact pass stays within its loop limit.

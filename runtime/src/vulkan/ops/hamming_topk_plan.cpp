@@ -26,6 +26,13 @@ static_assert(kRound % FERRY_HAMMING_COOPMAT_M == 0);
 static_assert((kRound / FERRY_HAMMING_COOPMAT_M) * (FERRY_HAMMING_MAX_TILE / FERRY_HAMMING_COOPMAT_N) <=
               FERRY_HAMMING_WORKGROUP_SIZE / FERRY_HAMMING_COOPMAT_SUBGROUP);
 static_assert(kHammingCoopmatSharedBytes <= 48 * 1024);
+static_assert(kHammingCoopmatFillSharedBytes <= kHammingCoopmatSharedBytes);
+// The fill: a subgroup per query group of 32 in the largest tile, whole 16-row blocks a round.
+static_assert(FERRY_HAMMING_FILL_MAX_TILE ==
+              2 * FERRY_HAMMING_COOPMAT_N *
+                  (FERRY_HAMMING_WORKGROUP_SIZE / FERRY_HAMMING_COOPMAT_SUBGROUP));
+static_assert(FERRY_HAMMING_FILL_MIN_TILE * (kRound / FERRY_HAMMING_COOPMAT_M) ==
+              FERRY_HAMMING_FILL_MAX_TILE);
 
 }  // namespace
 
@@ -45,6 +52,14 @@ HammingScanShape hamming_scan_shape(std::uint32_t k, std::uint32_t words, std::u
   }
   shape.cap = std::min(ops::hamming_scan_cap(k, kRound), max_cap(shape.tile));
   return shape;
+}
+
+std::uint32_t hamming_coopmat_fill_tile(std::uint32_t words, std::uint32_t queries) {
+  if (words == 0 || words > FERRY_HAMMING_FILL_MAX_WORDS) return 0;
+  if (queries < kHammingCoopmatFillMinQueries) return 0;
+  std::uint32_t tile = FERRY_HAMMING_FILL_MAX_TILE;
+  while (tile > FERRY_HAMMING_FILL_MIN_TILE && tile / 2 >= queries) tile /= 2;
+  return tile;
 }
 
 HammingPoolPlan hamming_pool_plan(const ops::HammingTopkArgs& args, std::uint64_t scratch_bytes) {

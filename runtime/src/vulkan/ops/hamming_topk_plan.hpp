@@ -49,6 +49,28 @@ struct HammingPoolPlan {
 inline constexpr std::uint32_t kHammingMinPoolSlice = 32;
 HammingPoolPlan hamming_pool_plan(const ops::HammingTopkArgs& args, std::uint64_t scratch_bytes);
 
+// ---- The pooled search's fill with cooperative matrices (shaders/hamming_topk_coopmat_fill.comp) ----
+//
+// Its shared memory: two buffers of a round's expanded rows, 16 x 16 words per subgroup, one
+// tile of 16 x 16 words (each element's place), each subgroup's waiting appends and their count.
+// No
+// more than the cooperative-matrix scan's (checked in the .cpp), so hamming_coopmat_unsupported
+// answers for both shaders.
+inline constexpr std::uint32_t kHammingCoopmatFillSharedBytes =
+    16 * 2 * FERRY_HAMMING_ROUND_ROWS * FERRY_HAMMING_FILL_PITCH +
+    4 * (FERRY_HAMMING_WORKGROUP_SIZE / FERRY_HAMMING_COOPMAT_SUBGROUP + 1) *
+        FERRY_HAMMING_COOPMAT_M * FERRY_HAMMING_COOPMAT_N +
+    4 * (FERRY_HAMMING_WORKGROUP_SIZE / FERRY_HAMMING_COOPMAT_SUBGROUP) *
+        (FERRY_HAMMING_FILL_PENDING + 1);
+
+// The fill's tile for slices of `queries` queries of `words`-word codes: 256 queries, halved (to
+// 128, 64) while half of it still holds them all. 0 (the portable fill) for codes longer than
+// FERRY_HAMMING_FILL_MAX_WORDS words (a subgroup's query matrices would not fit its registers)
+// and for slices of fewer than kHammingCoopmatFillMinQueries queries: measured on the H200
+// (docs/PERFORMANCE.md), the portable fill is faster there (1 and 16 queries), slower from 32 on.
+inline constexpr std::uint32_t kHammingCoopmatFillMinQueries = 32;
+std::uint32_t hamming_coopmat_fill_tile(std::uint32_t words, std::uint32_t queries);
+
 // ---- The scan's cooperative-matrix path (shaders/hamming_topk_coopmat.comp) ----
 //
 // Its shared memory: the same pool, the expanded codes of a round's rows and of a tile's queries
