@@ -50,12 +50,12 @@
 #define FERRY_HAMMING_COOPMAT_CHUNK_BITS 128
 #define FERRY_HAMMING_COOPMAT_PITCH (FERRY_HAMMING_COOPMAT_CHUNK_BITS / 16 + 1)
 #define FERRY_HAMMING_COOPMAT_MIN_TILE 16
-// The pooled search's fill with cooperative matrices (hamming_topk_coopmat_fill.comp): the same
-// products, for codes of at most FERRY_HAMMING_FILL_MAX_WORDS words (each subgroup keeps its
-// queries' matrices in registers) and tiles of 64, 128 or 256 queries (FERRY_HAMMING_TILE_ID);
-// the code's words are the specialization constant FERRY_HAMMING_WORDS_ID. Rows come in rounds
-// of FERRY_HAMMING_ROUND_ROWS, expanded into one of two buffers of FERRY_HAMMING_FILL_PITCH
-// quads a row.
+// The pooled search's sample and fill with cooperative matrices (hamming_topk_coopmat_fill.comp):
+// the same products, in tiles of 64, 128 or 256 queries (FERRY_HAMMING_TILE_ID); the code's words
+// are the specialization constant FERRY_HAMMING_WORDS_ID, taken in chunks of at most
+// FERRY_HAMMING_FILL_MAX_WORDS (a code of one chunk keeps its queries' matrices in registers).
+// Rows come in rounds of FERRY_HAMMING_ROUND_ROWS, a chunk at a time, expanded into one of two
+// buffers of FERRY_HAMMING_FILL_PITCH quads a row.
 #define FERRY_HAMMING_WORDS_ID 2
 #define FERRY_HAMMING_FILL_MAX_WORDS 8
 #define FERRY_HAMMING_FILL_MIN_TILE 64

@@ -9,11 +9,14 @@
 // nothing of its own and its subgroups share only the rows. A workgroup of 8 subgroups takes a
 // tile of kTile = 64, 128 or 256 queries, kTile / 32 query groups of 32, each query group held by
 // 256 / kTile subgroups that split a round's 4 blocks of 16 rows. A subgroup keeps its 32
-// queries' matrices (2 per step of 32 bits: codes of at most FERRY_HAMMING_FILL_MAX_WORDS words)
-// and their start values in registers for the whole pass, so a product step reads only a row
-// matrix from shared memory. Rows come in rounds of 64, expanded into shared memory by the whole
-// workgroup: the next round's words are read from global memory before this round's products and
-// expanded after them into the other of two buffers, so that one barrier a round orders both.
+// queries' start values in registers, and for codes of at most FERRY_HAMMING_FILL_MAX_WORDS
+// words (one chunk) their matrices too (2 per step of 32 bits) for the whole pass, so that a
+// product step reads only a row matrix from shared memory. Longer codes come in chunks of that
+// many words, each step's query matrices expanded again by the subgroup (for all its blocks of
+// rows, whose accumulators it keeps over the chunks). Rows come in rounds of 64, a chunk at a
+// time, expanded into shared memory by the whole workgroup: the next chunk's words are read from
+// global memory before this one's products and expanded after them into the other of two
+// buffers, so that one barrier a chunk orders both.
 // Where a row passes (rare once the bounds hold), each invocation appends its own elements that
 // pass, their rows and queries read from a matrix of the same type holding each element's
 // position (an implementation places a type's elements alike in every matrix of it): no store
@@ -64,15 +67,25 @@
 #if FERRY_HAMMING_FILL_MAX_TILE > 256 || FERRY_HAMMING_POSITION_BITS > 24
 #error "a waiting append is a query in the tile (8 bits) and a position in the span (24 bits)"
 #endif
+#if SUBGROUPS * PENDING < FERRY_HAMMING_FILL_MAX_TILE
+#error "the sample's maxima take the waiting appends' place"
+#endif
 
 layout(local_size_x = WG) in;
 
-// 64, 128 or 256 (hamming_coopmat_fill_tile picks it); the code's words, 1 to MAX_STEPS.
+// 64, 128 or 256 (hamming_coopmat_fill_tile picks it); the code's words.
 layout(constant_id = FERRY_HAMMING_TILE_ID) const uint kTile = FERRY_HAMMING_FILL_MAX_TILE;
 layout(constant_id = FERRY_HAMMING_WORDS_ID) const uint kWords = MAX_STEPS;
 const uint kRowSplit = SUBGROUPS * GROUP_QUERIES / kTile;  // subgroups per query group: 4, 2, 1
 const uint kRowBlocks = ROUND / M;                          // 4 blocks of 16 rows a round
-const uint kRoundWords = ROUND * kWords;
+const uint kBlocks = kRowBlocks / kRowSplit;                // a subgroup's blocks: 1, 2, 4
+#define MAX_BLOCKS 4
+const uint kChunks = (kWords + MAX_STEPS - 1u) / MAX_STEPS;
+// One chunk: the queries' matrices stay in registers.
+const bool kHeld = kChunks == 1u;
+
+// The words of chunk c of the code.
+uint chunk_words(uint c) { return min(MAX_STEPS, kWords - c * MAX_STEPS); }
 
 layout(std430, set = 0, binding = 0) restrict readonly buffer Queries { uint words[]; } queries;
 layout(std430, set = 0, binding = 1) restrict readonly buffer Database { uint words[]; } database;
@@ -84,17 +97,20 @@ layout(std430, set = 0, binding = 4) restrict buffer Scratch { uint words[]; } s
 // word w of its code as quads 2w (planes 0-3) and 2w + 1 (planes 4-7). The pitch's spare quad
 // spreads a matrix's 16 rows over the banks.
 shared uvec4 s_rows[2 * ROUND * PITCH];
-// Per subgroup, 16 x 16 words: a step of its queries' codes on their way to registers, then
-// their start values. Then, in the sample's pass, the tile's queries' largest accumulators.
+// Per subgroup, 16 x 16 words: a step of its queries' codes on their way to matrices, and their
+// start values.
 shared int s_stage[SUBGROUPS * TILE_ELEMENTS];
-#define MAXIMUM(j) s_stage[j]
-const int kLeast = -2147483647 - 1;
 // Element (r, c) of a 16 x 16 tile holds r * 16 + c (row-major).
 shared int s_places[TILE_ELEMENTS];
 // Per subgroup, appends waiting to go out together (query in the tile << 24 | position in the
 // span), and their count (which may pass the capacity: those past it went out at once).
 shared uint s_pending[SUBGROUPS * PENDING];
 shared uint s_pending_count[SUBGROUPS];
+// The sample's pass appends nothing: the tile's queries' largest accumulators take the appends'
+// place, + kBias (an accumulator is above -kBias), so that unsigned order is theirs.
+#define MAXIMUM(j) s_pending[j]
+const uint kBias = 0x40000000u;
+const int kLeast = -2147483647 - 1;
 
 #include "hamming_topk_pools.h"
 #include "hamming_topk_signs.h"
@@ -103,26 +119,28 @@ shared uint s_pending_count[SUBGROUPS];
 #define QUERY_MATRIX icoopmatNV<8, gl_ScopeSubgroup, FERRY_HAMMING_COOPMAT_K, N>
 #define ACCUMULATOR icoopmatNV<32, gl_ScopeSubgroup, M, N>
 
-// The invocation's words of a round (word e = invocation + i * WG of the round's, i < 2); rows
-// past the span read its last row (never appended).
-uvec2 read_round(uint span_word, uint span_rows, uint round) {
+// The invocation's words of a round's chunk (word e = invocation + i * WG of the chunk's, i < 2);
+// rows past the span read its last row (never appended).
+uvec2 read_round(uint span_word, uint span_rows, uint round, uint chunk) {
+  const uint words = chunk_words(chunk);
   uvec2 bits = uvec2(0u);
   [[unroll]] for (uint i = 0u; i < 2u; ++i) {
     const uint e = gl_LocalInvocationID.x + i * WG;
-    if (e < kRoundWords) {
-      const uint position = min(round * ROUND + e / kWords, span_rows - 1u);
-      bits[i] = database.words[span_word + position * kWords + e % kWords];
+    if (e < ROUND * words) {
+      const uint position = min(round * ROUND + e / words, span_rows - 1u);
+      bits[i] = database.words[span_word + position * kWords + chunk * MAX_STEPS + e % words];
     }
   }
   return bits;
 }
 
 // Those words as bytes of 0 or 1 into buffer `slot`.
-void expand_round(uvec2 bits, uint slot) {
+void expand_round(uvec2 bits, uint slot, uint chunk) {
+  const uint words = chunk_words(chunk);
   [[unroll]] for (uint i = 0u; i < 2u; ++i) {
     const uint e = gl_LocalInvocationID.x + i * WG;
-    if (e < kRoundWords) {
-      const uint at = (slot * ROUND + e / kWords) * PITCH + 2u * (e % kWords);
+    if (e < ROUND * words) {
+      const uint at = (slot * ROUND + e / words) * PITCH + 2u * (e % words);
       uvec4 low, high;
       [[unroll]] for (uint p = 0u; p < 4u; ++p) {
         low[p] = ferry_hamming_row_plane(bits[i], p);
@@ -132,6 +150,23 @@ void expand_round(uvec2 bits, uint slot) {
       s_rows[at + 1u] = high;
     }
   }
+}
+
+// Step `word` of the subgroup's queries' codes (lane l's query is its query l) as the matrices of
+// its queries 0-15 and 16-31 (K x N, column-major: a query's 32 bytes a column), zeros for a
+// query past the slice. Subgroup-uniform control flow.
+void load_query_step(bool present, uint word, uint stage, out QUERY_MATRIX low,
+                     out QUERY_MATRIX high) {
+  const uint bits = present ? queries.words[word] : 0u;
+  for (uint p = 0u; p < 8u; ++p) {
+    s_stage[stage + 8u * gl_SubgroupInvocationID + p] =
+        present ? int(ferry_hamming_query_plane(bits, p)) : 0;
+  }
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+  coopMatLoadNV(low, s_stage, stage, 8u, true);
+  coopMatLoadNV(high, s_stage, stage + 8u * N, 8u, true);
+  subgroupBarrier();  // loaded before the next step's codes replace them
 }
 
 // The workgroup's tile, the span (set per span), the subgroup's waiting appends.
@@ -199,6 +234,16 @@ void check_block(ACCUMULATOR acc_low, ACCUMULATOR acc_high, uint first, uint pos
   }
 }
 
+// The sample's pass: each element's largest accumulator so far (rows past the span repeat its
+// last row: no other minimum).
+void keep_largest(ACCUMULATOR acc_low, ACCUMULATOR acc_high, inout ACCUMULATOR best_low,
+                  inout ACCUMULATOR best_high) {
+  for (int i = 0; i < acc_low.length(); ++i) {
+    best_low[i] = max(best_low[i], acc_low[i]);
+    best_high[i] = max(best_high[i], acc_high[i]);
+  }
+}
+
 void main() {
   const uint lane = gl_SubgroupInvocationID;
   const uint subgroup = gl_SubgroupID;
@@ -213,26 +258,14 @@ void main() {
   for (uint e = gl_LocalInvocationID.x; e < TILE_ELEMENTS; e += WG) s_places[e] = int(e);
   if (subgroupElect()) s_pending_count[subgroup] = 0u;
 
-  // Lane l's query is the subgroup's query l: its code step by step into the query matrices
-  // (K x N, column-major: a query's 32 bytes a column), zeros past the slice.
+  // Lane l's query is the subgroup's query l (past the slice: none).
   const bool present = first + lane < tile_queries;
   const uint code = push.queries_word + (push.query_begin + tile + first + lane) * kWords;
-  QUERY_MATRIX low[MAX_STEPS], high[MAX_STEPS];  // queries 0-15 and 16-31 of the subgroup's
   uint query_bits = 0u;
-  [[unroll]] for (uint s = 0u; s < kWords; ++s) {
-    const uint word = present ? queries.words[code + s] : 0u;
-    query_bits += uint(bitCount(word));
-    for (uint p = 0u; p < 8u; ++p) {
-      s_stage[stage + 8u * lane + p] = present ? int(ferry_hamming_query_plane(word, p)) : 0;
-    }
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    QUERY_MATRIX b;
-    coopMatLoadNV(b, s_stage, stage, 8u, true);
-    low[s] = b;
-    coopMatLoadNV(b, s_stage, stage + 8u * N, 8u, true);
-    high[s] = b;
-    subgroupBarrier();  // loaded before the next step's codes replace them
+  for (uint w = 0u; present && w < kWords; ++w) query_bits += uint(bitCount(queries.words[code + w]));
+  QUERY_MATRIX low[MAX_STEPS], high[MAX_STEPS];  // queries 0-15 and 16-31 of the subgroup's
+  if (kHeld) {
+    [[unroll]] for (uint s = 0u; s < kWords; ++s) load_query_step(present, code + s, stage, low[s], high[s]);
   }
   // The accumulators' start values, the same in every row of a query's column; 0 past the slice
   // (the query's matrices are zeros: its accumulators stay 0 and nothing passes).
@@ -256,7 +289,7 @@ void main() {
     }
     subgroupBarrier();
   }
-  barrier();  // every subgroup's staging done: the sample's pass takes s_stage for its maxima
+  barrier();  // every subgroup's setup done before the first span's writes
 
   for (uint span = gl_WorkGroupID.x; span < push.groups; span += gl_NumWorkGroups.x) {
     const uint span_begin = span * push.group_items;
@@ -265,52 +298,86 @@ void main() {
     g_span_begin = span_begin;
     const uint rounds = (span_rows + ROUND - 1u) / ROUND;
     // The sample's pass: each query's largest accumulator in the span, minus its distance (the
-    // invocation that resets a query's is the one that wrote it out).
+    // invocation that resets a query's is the one that writes it out).
     const uint t = gl_LocalInvocationID.x;
-    if (minima && t < kTile) MAXIMUM(t) = kLeast;
+    if (minima && t < kTile) MAXIMUM(t) = 0u;
     ACCUMULATOR best_low = ACCUMULATOR(kLeast), best_high = ACCUMULATOR(kLeast);
     // The previous span's last barrier ordered its reads of buffer 0.
-    expand_round(read_round(span_word, span_rows, 0u), 0u);
+    expand_round(read_round(span_word, span_rows, 0u, 0u), 0u, 0u);
     barrier();
+    // Chunk c of round r is unit r * kChunks + c, its rows in buffer unit & 1.
+    uint unit = 0u;
     for (uint round = 0u; round < rounds; ++round) {
-      const uint slot = round & 1u;
-      const bool more = round + 1u < rounds;
-      uvec2 next = uvec2(0u);
-      if (more) next = read_round(span_word, span_rows, round + 1u);
-      for (uint block = part; block < kRowBlocks; block += kRowSplit) {
-        ACCUMULATOR acc_low = start_low, acc_high = start_high;
-        const uint rows_at = (slot * ROUND + block * M) * PITCH;
-        [[unroll]] for (uint s = 0u; s < kWords; ++s) {
-          ROW_MATRIX a;
-          coopMatLoadNV(a, s_rows, rows_at + 2u * s, PITCH, false);
-          acc_low = coopMatMulAddNV(a, low[s], acc_low);
-          acc_high = coopMatMulAddNV(a, high[s], acc_high);
-        }
-        if (minima) {
-          // Rows past the span repeat its last row: no other minimum.
-          for (int i = 0; i < acc_low.length(); ++i) {
-            best_low[i] = max(best_low[i], acc_low[i]);
-            best_high[i] = max(best_high[i], acc_high[i]);
-          }
-        } else {
-          check_block(acc_low, acc_high, first, round * ROUND + block * M, span_rows);
+      // Longer codes: the accumulators of the subgroup's blocks over the chunks.
+      ACCUMULATOR acc_lows[MAX_BLOCKS], acc_highs[MAX_BLOCKS];
+      if (!kHeld) {
+        for (uint b = 0u; b < kBlocks; ++b) {
+          acc_lows[b] = start_low;
+          acc_highs[b] = start_high;
         }
       }
-      // This round's buffer is read; the other one was read a round ago, before the barrier.
-      if (more) expand_round(next, slot ^ 1u);
-      barrier();
+      for (uint chunk = 0u; chunk < kChunks; ++chunk, ++unit) {
+        const uint slot = unit & 1u;
+        const bool last = chunk + 1u == kChunks;
+        const uint next_round = last ? round + 1u : round, next_chunk = last ? 0u : chunk + 1u;
+        const bool more = next_round < rounds;
+        uvec2 next = uvec2(0u);
+        if (more) next = read_round(span_word, span_rows, next_round, next_chunk);
+        if (kHeld) {
+          for (uint block = part; block < kRowBlocks; block += kRowSplit) {
+            ACCUMULATOR acc_low = start_low, acc_high = start_high;
+            const uint rows_at = (slot * ROUND + block * M) * PITCH;
+            [[unroll]] for (uint s = 0u; s < kWords; ++s) {
+              ROW_MATRIX a;
+              coopMatLoadNV(a, s_rows, rows_at + 2u * s, PITCH, false);
+              acc_low = coopMatMulAddNV(a, low[s], acc_low);
+              acc_high = coopMatMulAddNV(a, high[s], acc_high);
+            }
+            if (minima) {
+              keep_largest(acc_low, acc_high, best_low, best_high);
+            } else {
+              check_block(acc_low, acc_high, first, round * ROUND + block * M, span_rows);
+            }
+          }
+        } else {
+          for (uint s = 0u; s < chunk_words(chunk); ++s) {
+            QUERY_MATRIX step_low, step_high;
+            load_query_step(present, code + chunk * MAX_STEPS + s, stage, step_low, step_high);
+            [[unroll]] for (uint b = 0u; b < kBlocks; ++b) {
+              const uint block = part + b * kRowSplit;
+              ROW_MATRIX a;
+              coopMatLoadNV(a, s_rows, (slot * ROUND + block * M) * PITCH + 2u * s, PITCH, false);
+              acc_lows[b] = coopMatMulAddNV(a, step_low, acc_lows[b]);
+              acc_highs[b] = coopMatMulAddNV(a, step_high, acc_highs[b]);
+            }
+          }
+        }
+        // This chunk's buffer is read; the other one was read a chunk ago, before the barrier.
+        if (more) expand_round(next, slot ^ 1u, next_chunk);
+        barrier();
+      }
+      if (!kHeld) {
+        [[unroll]] for (uint b = 0u; b < kBlocks; ++b) {
+          if (minima) {
+            keep_largest(acc_lows[b], acc_highs[b], best_low, best_high);
+          } else {
+            const uint position0 = round * ROUND + (part + b * kRowSplit) * M;
+            check_block(acc_lows[b], acc_highs[b], first, position0, span_rows);
+          }
+        }
+      }
     }
     if (minima) {
       ACCUMULATOR places;
       coopMatLoadNV(places, s_places, 0, N, false);
       for (int i = 0; i < best_low.length(); ++i) {
-        atomicMax(MAXIMUM(first + uint(places[i]) % N), best_low[i]);
-        atomicMax(MAXIMUM(first + N + uint(places[i]) % N), best_high[i]);
+        atomicMax(MAXIMUM(first + uint(places[i]) % N), uint(best_low[i] + int(kBias)));
+        atomicMax(MAXIMUM(first + N + uint(places[i]) % N), uint(best_high[i] + int(kBias)));
       }
       barrier();
       if (t < tile_queries) {
         const uint at = push.out_base + (tile + t) * push.out_stride + span;
-        scratch.words[push.scratch_word + 2u * at] = uint(-MAXIMUM(t));
+        scratch.words[push.scratch_word + 2u * at] = kBias - MAXIMUM(t);  // the nearest distance
         scratch.words[push.scratch_word + 2u * at + 1u] = span_begin;
       }
     } else {

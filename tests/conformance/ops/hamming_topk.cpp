@@ -211,12 +211,17 @@ TEST_CASE("hamming_topk: random and tied codes of every length, any k and size, 
         // loose bound, as about 1250 rows per query in the second half are near it.
         {64, 2, 819200, 200, 0, false, false, 2500},
         // Batches that fill the tiles of Vulkan's cooperative-matrix fill (64, 128, 256 queries,
-        // codes of 2 to 8 words): two tiles of 256, the second partial; one of 256 mostly empty;
-        // one of 128 with ties (pools that overflow); one of 64.
+        // codes of 2 to 8 words, and longer ones in chunks of 8 words): two tiles of 256, the
+        // second partial; one of 256 mostly empty; one of 128 with ties (pools that overflow);
+        // tiles of 64 with codes of one chunk, of a chunk and 2 words, of 3, 4 and 16 chunks.
         {128, 300, 50000, 7},
         {64, 130, 20011, 3},
         {192, 65, 70001, 20, 12},
         {256, 50, 40000, 10, 0, true},
+        {320, 40, 10007, 17},
+        {768, 70, 20000, 10, 0, true},
+        {1024, 33, 9000, 33, 5},
+        {4096, 36, 3001, 5},
     };
     for (std::size_t i = 0; i < std::size(cases); ++i)
       check_case(t, t.device, cases[i], i % 2 == 0 ? 12 : 16);

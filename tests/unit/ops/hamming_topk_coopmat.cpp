@@ -191,16 +191,15 @@ TEST_CASE("hamming_topk coopmat: tiles and buffers fit the shader's shared memor
   CHECK(hamming_coopmat_scan_shape(257, 1000).tile == 0);
 }
 
-TEST_CASE("hamming_topk coopmat: the pools' fill takes codes of up to 8 words in tiles it fills") {
+TEST_CASE("hamming_topk coopmat: the pools' fill takes batches of 32 queries or more in tiles they fill") {
   using ferry::vulkan::hamming_coopmat_fill_tile;
   for (std::uint32_t words = 1; words <= ferry::kHammingMaxCodeBits / 32; ++words) {
     for (const std::uint32_t queries :
          {1u, 16u, 31u, 32u, 33u, 64u, 65u, 128u, 129u, 256u, 1000u, 65535u}) {
       const std::uint32_t tile = hamming_coopmat_fill_tile(words, queries);
       INFO("words " << words << ", queries " << queries << ": tile " << tile);
-      // The query matrices of a subgroup's 32 queries, two per word, stay in its registers;
-      // fewer queries take the portable fill.
-      CHECK((tile != 0) == (words <= FERRY_HAMMING_FILL_MAX_WORDS && queries >= 32));
+      // Every code length; fewer queries take the portable fill.
+      CHECK((tile != 0) == (queries >= 32));
       if (tile == 0) continue;
       CHECK((tile == 64 || tile == 128 || tile == 256));
       // The smallest tile that holds every query, or 256 for more.
@@ -212,8 +211,9 @@ TEST_CASE("hamming_topk coopmat: the pools' fill takes codes of up to 8 words in
   CHECK(hamming_coopmat_fill_tile(8, 100) == 128);
   CHECK(hamming_coopmat_fill_tile(2, 32) == 64);
   CHECK(hamming_coopmat_fill_tile(8, 16) == 0);  // 16 queries: the portable fill
-  CHECK(hamming_coopmat_fill_tile(9, 1000) == 0);     // 288 bits: the portable fill
-  CHECK(hamming_coopmat_fill_tile(32, 1000) == 0);
+  CHECK(hamming_coopmat_fill_tile(24, 1000) == 256);  // 768 bits: in chunks of 8 words
+  CHECK(hamming_coopmat_fill_tile(128, 40) == 64);
+  CHECK(hamming_coopmat_fill_tile(129, 1000) == 0);   // past the longest code
   static_assert(ferry::vulkan::kHammingCoopmatFillSharedBytes <= 48 * 1024);
 }
 

@@ -238,7 +238,7 @@ Result<VkPipeline> HammingTopkPipeline::fill_pipeline(std::uint32_t tile,
   }
   // 256 -> 0, 128 -> 1, 64 -> 2
   const auto index = static_cast<std::size_t>(std::countr_zero(FERRY_HAMMING_FILL_MAX_TILE / tile)) *
-                         FERRY_HAMMING_FILL_MAX_WORDS +
+                         (kHammingMaxCodeBits / 32) +
                      (words - 1);
   std::lock_guard lock(scan_mutex_);
   VkPipeline& pipeline = fill_pipelines_[index];

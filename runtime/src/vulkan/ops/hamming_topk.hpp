@@ -79,8 +79,8 @@ class HammingTopkPipeline {
   // FERRY_VULKAN_HAMMING_SCAN=coopmat: the cooperative-matrix buffered scan where it applies.
   bool coopmat_scan_ = false;
   mutable std::array<VkPipeline, 2> coopmat_pipelines_{};  // tiles 32, 16; guarded by scan_mutex_
-  // Tiles 256, 128, 64 x codes of 1 to FERRY_HAMMING_FILL_MAX_WORDS words; guarded by scan_mutex_.
-  mutable std::array<VkPipeline, 3 * FERRY_HAMMING_FILL_MAX_WORDS> fill_pipelines_{};
+  // Tiles 256, 128, 64 x codes of 1 to 128 words; guarded by scan_mutex_.
+  mutable std::array<VkPipeline, 3 * kHammingMaxCodeBits / 32> fill_pipelines_{};
   VkPipeline merge_pipeline_ = VK_NULL_HANDLE;  // null when the device cannot run the shader
   mutable std::mutex scan_mutex_;  // guards scan_pipelines_, coopmat_pipelines_, fill_pipelines_
   mutable std::array<VkPipeline, 4> scan_pipelines_{};  // tiles 32, 16, 8, 4

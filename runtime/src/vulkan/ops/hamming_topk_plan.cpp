@@ -55,7 +55,7 @@ HammingScanShape hamming_scan_shape(std::uint32_t k, std::uint32_t words, std::u
 }
 
 std::uint32_t hamming_coopmat_fill_tile(std::uint32_t words, std::uint32_t queries) {
-  if (words == 0 || words > FERRY_HAMMING_FILL_MAX_WORDS) return 0;
+  if (words == 0 || words > kHammingMaxCodeBits / 32) return 0;
   if (queries < kHammingCoopmatFillMinQueries) return 0;
   std::uint32_t tile = FERRY_HAMMING_FILL_MAX_TILE;
   while (tile > FERRY_HAMMING_FILL_MIN_TILE && tile / 2 >= queries) tile /= 2;

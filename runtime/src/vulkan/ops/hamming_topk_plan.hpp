@@ -64,10 +64,9 @@ inline constexpr std::uint32_t kHammingCoopmatFillSharedBytes =
         (FERRY_HAMMING_FILL_PENDING + 1);
 
 // The fill's tile for slices of `queries` queries of `words`-word codes: 256 queries, halved (to
-// 128, 64) while half of it still holds them all. 0 (the portable fill) for codes longer than
-// FERRY_HAMMING_FILL_MAX_WORDS words (a subgroup's query matrices would not fit its registers)
-// and for slices of fewer than kHammingCoopmatFillMinQueries queries: measured on the H200
-// (docs/PERFORMANCE.md), the portable fill is faster there (1 and 16 queries), slower from 32 on.
+// 128, 64) while half of it still holds them all. 0 (the portable fill) for slices of fewer than
+// kHammingCoopmatFillMinQueries queries: measured on the H200 (docs/PERFORMANCE.md), the
+// portable fill is faster there (1 and 16 queries), slower from 32 on.
 inline constexpr std::uint32_t kHammingCoopmatFillMinQueries = 32;
 std::uint32_t hamming_coopmat_fill_tile(std::uint32_t words, std::uint32_t queries);
 
