@@ -17,6 +17,7 @@
 // time, expanded into shared memory by the whole workgroup: the next chunk's words are read from
 // global memory before this one's products and expanded after them into the other of two
 // buffers, so that one barrier a chunk orders both.
+//
 // Where a row passes (rare once the bounds hold), each invocation appends its own elements that
 // pass, their rows and queries read from a matrix of the same type holding each element's
 // position (an implementation places a type's elements alike in every matrix of it): no store
