@@ -49,13 +49,13 @@ struct HammingPoolPlan {
 inline constexpr std::uint32_t kHammingMinPoolSlice = 32;
 HammingPoolPlan hamming_pool_plan(const ops::HammingTopkArgs& args, std::uint64_t scratch_bytes);
 
-// ---- The pooled search's fill with cooperative matrices (shaders/hamming_topk_coopmat_fill.comp) ----
+// ---- The pooled search's sample and fill with cooperative matrices ----
+// (shaders/hamming_topk_coopmat_fill.comp)
 //
 // Its shared memory: two buffers of a round's expanded rows, 16 x 16 words per subgroup, one
 // tile of 16 x 16 words (each element's place), each subgroup's waiting appends and their count.
-// No
-// more than the cooperative-matrix scan's (checked in the .cpp), so hamming_coopmat_unsupported
-// answers for both shaders.
+// No more than the cooperative-matrix scan's (checked in the .cpp), so
+// hamming_coopmat_unsupported answers for both shaders.
 inline constexpr std::uint32_t kHammingCoopmatFillSharedBytes =
     16 * 2 * FERRY_HAMMING_ROUND_ROWS * FERRY_HAMMING_FILL_PITCH +
     4 * (FERRY_HAMMING_WORKGROUP_SIZE / FERRY_HAMMING_COOPMAT_SUBGROUP + 1) *
