@@ -236,10 +236,10 @@ Result<VkPipeline> HammingTopkPipeline::fill_pipeline(std::uint32_t tile,
                       std::to_string(tile) + " queries and codes of " + std::to_string(words) +
                       " words");
   }
-  // 256 -> 0, 128 -> 1, 64 -> 2
-  const auto index = static_cast<std::size_t>(std::countr_zero(FERRY_HAMMING_FILL_MAX_TILE / tile)) *
-                         (kHammingMaxCodeBits / 32) +
-                     (words - 1);
+  // Tiles 256 -> 0, 128 -> 1, 64 -> 2, then the words.
+  const auto tile_index =
+      static_cast<std::size_t>(std::countr_zero(FERRY_HAMMING_FILL_MAX_TILE / tile));
+  const std::size_t index = tile_index * (kHammingMaxCodeBits / 32) + (words - 1);
   std::lock_guard lock(scan_mutex_);
   VkPipeline& pipeline = fill_pipelines_[index];
   if (pipeline == VK_NULL_HANDLE) {
@@ -250,24 +250,21 @@ Result<VkPipeline> HammingTopkPipeline::fill_pipeline(std::uint32_t tile,
 
 void HammingTopkPipeline::destroy() noexcept {
   if (context_ == nullptr) return;
-  const VolkDeviceTable& vk = context_->vk;
-  for (VkPipeline& pipeline : scan_pipelines_) {
-    if (pipeline != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, pipeline, nullptr);
-    pipeline = VK_NULL_HANDLE;
-  }
-  for (VkPipeline& pipeline : coopmat_pipelines_) {
-    if (pipeline != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, pipeline, nullptr);
-    pipeline = VK_NULL_HANDLE;
-  }
-  for (VkPipeline& pipeline : fill_pipelines_) {
-    if (pipeline != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, pipeline, nullptr);
-    pipeline = VK_NULL_HANDLE;
-  }
+  const auto destroy_all = [this](std::span<VkPipeline> pipelines) {
+    for (VkPipeline& pipeline : pipelines) {
+      if (pipeline != VK_NULL_HANDLE) {
+        context_->vk.vkDestroyPipeline(context_->device, pipeline, nullptr);
+      }
+      pipeline = VK_NULL_HANDLE;
+    }
+  };
+  destroy_all(scan_pipelines_);
+  destroy_all(coopmat_pipelines_);
+  destroy_all(fill_pipelines_);
+  destroy_all(std::span(&merge_pipeline_, 1));
   fill_program_.destroy();
   coopmat_program_.destroy();
   coopmat_ = false;
-  if (merge_pipeline_ != VK_NULL_HANDLE) vk.vkDestroyPipeline(context_->device, merge_pipeline_, nullptr);
-  merge_pipeline_ = VK_NULL_HANDLE;
   program_.destroy();
   context_ = nullptr;
 }
@@ -333,8 +330,7 @@ Result<bool> HammingTopkPipeline::record_pooled(VkCommandBuffer command_buffer,
   common.bound_base = plan.bound_base;
   set_first_words(common, windows);
   VkPipeline bound = VK_NULL_HANDLE;
-  const ComputeProgram* bound_program = nullptr;
-  bool first = true;
+  const ComputeProgram* bound_program = nullptr;  // null before the first dispatch
   const auto dispatch = [&](const ComputeProgram& program, VkPipeline pipeline,
                             const HammingTopkPushConstants& push, std::uint32_t groups_x,
                             std::uint32_t groups_y) {
@@ -342,8 +338,8 @@ Result<bool> HammingTopkPipeline::record_pooled(VkCommandBuffer command_buffer,
       vk.vkCmdBindPipeline(command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
       bound = pipeline;
     }
-    if (!first) record_compute_barrier(vk, command_buffer);  // each reads what the one before wrote
-    first = false;
+    // Each reads what the one before wrote.
+    if (bound_program != nullptr) record_compute_barrier(vk, command_buffer);
     // Descriptors pushed for a program survive the changes between its pipelines.
     if (&program != bound_program) program.push_storage_buffers(command_buffer, infos);
     bound_program = &program;
