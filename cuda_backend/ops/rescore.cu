@@ -1,8 +1,15 @@
 // The rescore kernel: the algorithm of runtime/src/ops/rescore.hpp, line for line the same as
 // shaders/rescore.comp where it can be. A block per query (a 2D grid) ranks its candidates in
-// rounds through kRescoreSlotCount slots of 64-bit (score key << 32 | row index) keys in shared
-// memory: new candidates scored into the free slots, a bitonic sort, duplicates dropped, a second
-// sort, the best k kept; the first k written with padding.
+// rounds through slots of 64-bit (score key << 32 | row index) keys in shared memory: new
+// candidates scored into the free slots, a bitonic sort, duplicates dropped, a second sort, the
+// best k kept; the first k written with padding.
+//
+// Scoring, unlike the shader's: a warp scores 32 slots at a time, one fma chain per lane, and
+// stages its 32 rows through shared memory in chunks of 32 elements, each row's chunk read by one
+// whole-warp load (128 or 32 contiguous bytes). A lane reading its own row (16 bytes from each of
+// 32 rows a load) fetched twice the sectors it used and thrashed the L1 cache: 0.51 ms for 1000
+// queries x 100 candidates of 768 dimensions on the H200 (docs/PERFORMANCE.md).
+#include <algorithm>
 #include <cstdint>
 
 #include "rescore_launch.hpp"
@@ -12,7 +19,19 @@ namespace ferry::cuda {
 namespace {
 
 constexpr unsigned kNone = 0xFFFFFFFFu;
+constexpr unsigned kFull = 0xFFFFFFFFu;
 constexpr unsigned long long kSkipped = ~0ull;  // sorts after every real entry
+constexpr unsigned kWarps = kRescoreBlock / 32;
+// Blocks an SM should hold at once (registers capped to let it): 1000 queries in one wave.
+constexpr unsigned kRescoreBlocksPerSm = 8;
+// A scoring warp's stage: 32 rows x 32 elements (32-bit words; int8 widened), each row padded by
+// a word so that lane t reading element j of row t hits bank (t + j) mod 32.
+constexpr unsigned kChunk = 32;
+constexpr unsigned kStageRowWords = kChunk + 1;
+constexpr unsigned kStageWords = 32 * kStageRowWords;
+static_assert(kRescoreSlotCount / kRescoreBlock <= 32, "a thread's duplicates are one word's bits");
+static_assert(kRescoreSlotCount * 8 + kWarps * kStageWords * 4 <= 48 * 1024,
+              "the largest block's shared memory is within what a launch gets without asking");
 
 // IEEE operations rounded once to nearest even, subnormals kept. Written as PTX because
 // __fmaf_rn and __fsub_rn follow -ftz=true (becoming the flush-to-zero variants), and no build
@@ -30,7 +49,8 @@ __device__ inline float sub_rn(float a, float b) {
 
 __device__ bool is_nan_bits(unsigned bits) { return (bits & 0x7FFFFFFFu) > 0x7F800000u; }
 
-// The score bits of `query` (its first element) against database row `row`.
+// The score bits of `query` (its first element) against database row `row`, by one thread: the
+// chain in dimension order, as score_rows computes it (only for the rare -0.0 score's sign).
 __device__ unsigned score_of(const RescoreLaunch& p, const unsigned char* query, unsigned row) {
   const unsigned char* x = p.database + static_cast<std::uint64_t>(row) * p.database_stride;
   if (p.int8) {
@@ -43,37 +63,10 @@ __device__ unsigned score_of(const RescoreLaunch& p, const unsigned char* query,
     }
     return static_cast<unsigned>(s);
   }
-  // float32: the chain in dimension order, without a test per step (a NaN stays NaN through
-  // every later step, so testing once at the end is the same), in 16-byte loads where both rows
-  // are aligned: the loads of later steps are then in flight while the chain waits.
   const auto* qf = reinterpret_cast<const float*>(query);
   const auto* xf = reinterpret_cast<const float*>(x);
   float s = 0.0f;
-  unsigned j = 0;
-  if (((reinterpret_cast<std::uintptr_t>(qf) | reinterpret_cast<std::uintptr_t>(xf)) & 15u) == 0u) {
-    const auto* q4 = reinterpret_cast<const float4*>(qf);
-    const auto* x4 = reinterpret_cast<const float4*>(xf);
-#pragma unroll 8
-    for (; j + 4u <= p.dims; j += 4u) {
-      const float4 a = q4[j / 4u], b = x4[j / 4u];
-      if (p.l2) {
-        float e = sub_rn(a.x, b.x);
-        s = fma_rn(e, e, s);
-        e = sub_rn(a.y, b.y);
-        s = fma_rn(e, e, s);
-        e = sub_rn(a.z, b.z);
-        s = fma_rn(e, e, s);
-        e = sub_rn(a.w, b.w);
-        s = fma_rn(e, e, s);
-      } else {
-        s = fma_rn(a.x, b.x, s);
-        s = fma_rn(a.y, b.y, s);
-        s = fma_rn(a.z, b.z, s);
-        s = fma_rn(a.w, b.w, s);
-      }
-    }
-  }
-  for (; j < p.dims; ++j) {
+  for (unsigned j = 0; j < p.dims; ++j) {
     if (p.l2) {
       const float e = sub_rn(qf[j], xf[j]);
       s = fma_rn(e, e, s);
@@ -82,6 +75,81 @@ __device__ unsigned score_of(const RescoreLaunch& p, const unsigned char* query,
     }
   }
   return is_nan_bits(__float_as_uint(s)) ? kRescoreNaNBits : __float_as_uint(s);
+}
+
+// Element `at` of a vector as a 32-bit word: float32 bits, or an int8 value widened.
+template <bool Int8>
+__device__ __forceinline__ unsigned element(const unsigned char* vector, unsigned at) {
+  if constexpr (Int8) {
+    return static_cast<unsigned>(static_cast<int>(reinterpret_cast<const signed char*>(vector)[at]));
+  } else {
+    return reinterpret_cast<const unsigned*>(vector)[at];
+  }
+}
+
+// The score bits of the warp's 32 candidates against `query` (the warp's lanes together), lane
+// t's of row `row` when `valid` (others: garbage, not to be used). Chunk by chunk, row r's next
+// 32 elements come from one whole-warp load into stage[r * kStageRowWords + lane]; then lane t
+// runs its chain over stage[t * kStageRowWords + j], the query's element j from lane j.
+// Warp-uniform: every lane calls.
+template <bool Int8, bool L2>
+__device__ unsigned score_rows(const RescoreLaunch& p, const unsigned char* query, unsigned row,
+                               bool valid, unsigned* stage, unsigned lane) {
+  const unsigned live = __ballot_sync(kFull, valid);
+  const std::uint64_t offset = valid ? static_cast<std::uint64_t>(row) * p.database_stride : 0;
+  float s = 0.0f;
+  int si = 0;
+  for (unsigned first = 0; live != 0u && first < p.dims; first += kChunk) {
+    const unsigned n = min(kChunk, p.dims - first);
+    const bool mine = lane < n;
+    const unsigned q = mine ? element<Int8>(query, first + lane) : 0u;
+    unsigned x[32];
+#pragma unroll
+    for (unsigned r = 0; r < 32; ++r) {
+      const std::uint64_t row_offset = __shfl_sync(kFull, offset, r);
+      x[r] = mine && ((live >> r) & 1u) != 0u ? element<Int8>(p.database + row_offset, first + lane)
+                                               : 0u;
+    }
+    __syncwarp();  // the chains have read the chunk before
+#pragma unroll
+    for (unsigned r = 0; r < 32; ++r) stage[r * kStageRowWords + lane] = x[r];
+    __syncwarp();
+    const unsigned* mine_row = stage + lane * kStageRowWords;
+#pragma unroll
+    for (unsigned j = 0; j < kChunk; ++j) {
+      if (j >= n) break;  // uniform
+      const unsigned qj = __shfl_sync(kFull, q, j), xj = mine_row[j];
+      if constexpr (Int8) {
+        const int a = static_cast<int>(qj), b = static_cast<int>(xj);
+        si += L2 ? (a - b) * (a - b) : a * b;  // exact: any order would do
+      } else if constexpr (L2) {
+        const float e = sub_rn(__uint_as_float(qj), __uint_as_float(xj));
+        s = fma_rn(e, e, s);
+      } else {
+        s = fma_rn(__uint_as_float(qj), __uint_as_float(xj), s);
+      }
+    }
+  }
+  if constexpr (Int8) return static_cast<unsigned>(si);
+  return is_nan_bits(__float_as_uint(s)) ? kRescoreNaNBits : __float_as_uint(s);
+}
+
+// Keys for slots [base, base + 32) (those below `size`; the filled ones below `filled` score their
+// candidates, the rest are skipped entries), one slot a lane. Warp-uniform.
+template <bool Int8, bool L2>
+__device__ void score_slots(const RescoreLaunch& p, const unsigned char* query,
+                            const std::uint32_t* fresh, unsigned base, unsigned kept,
+                            unsigned filled, unsigned size, unsigned long long* keys,
+                            unsigned* stage, unsigned lane) {
+  const unsigned slot = base + lane;
+  unsigned row = kNone;
+  if (slot < filled) row = fresh[slot - kept];
+  const bool valid = row < p.rows;
+  const unsigned score = score_rows<Int8, L2>(p, query, row, valid, stage, lane);
+  if (slot < size) {
+    keys[slot] = valid ? static_cast<unsigned long long>(rescore_key(score, !Int8, !L2)) << 32 | row
+                       : kSkipped;
+  }
 }
 
 // Sorts keys[0, size) ascending; size a power of two. Every thread calls.
@@ -102,11 +170,17 @@ __device__ void sort_slots(unsigned long long* keys, unsigned size) {
   }
 }
 
-__global__ void __launch_bounds__(kRescoreBlock) rescore_kernel(RescoreLaunch p) {
-  __shared__ unsigned long long keys[kRescoreSlotCount];
-  const unsigned t = threadIdx.x;
-  const bool is_float = !p.int8;
-  const bool larger_better = !p.l2;
+// `slots`: kRescoreSlotCount, or the candidates rounded up to a power of two where they fit in
+// fewer (one round either way, the same result); `stage_warps`: the warps that score, each with
+// its stage after the slots in the dynamic shared memory (rescore_shared_bytes).
+template <bool Int8, bool L2>
+__global__ void __launch_bounds__(kRescoreBlock, kRescoreBlocksPerSm)
+    rescore_kernel(RescoreLaunch p, unsigned slots, unsigned stage_warps) {
+  extern __shared__ unsigned long long keys[];
+  unsigned* stages = reinterpret_cast<unsigned*>(keys + slots);
+  const unsigned t = threadIdx.x, lane = t & 31u, warp = t >> 5;
+  constexpr bool is_float = !Int8;
+  constexpr bool larger_better = !L2;
   const unsigned q = blockIdx.y * gridDim.x + blockIdx.x;
   if (q >= p.queries_count) return;  // uniform: the whole block
   const unsigned char* query = p.queries + static_cast<std::uint64_t>(q) * p.query_stride;
@@ -114,20 +188,15 @@ __global__ void __launch_bounds__(kRescoreBlock) rescore_kernel(RescoreLaunch p)
       p.candidates + static_cast<std::uint64_t>(q) * p.candidates_count;
   unsigned kept = 0u, next = 0u;
   for (;;) {  // rounds; uniform: every thread computes the same kept and next
-    const unsigned fresh = min(kRescoreSlotCount - kept, p.candidates_count - next);
+    const unsigned fresh = min(slots - kept, p.candidates_count - next);
     const unsigned filled = kept + fresh;
     unsigned size = 1u;
     while (size < filled) size <<= 1;
-    for (unsigned slot = kept + t; slot < size; slot += kRescoreBlock) {
-      unsigned long long key = kSkipped;
-      if (slot < filled) {
-        const unsigned row = candidates[next + slot - kept];
-        if (row < p.rows) {
-          const unsigned score = rescore_key(score_of(p, query, row), is_float, larger_better);
-          key = static_cast<unsigned long long>(score) << 32 | row;
-        }
+    if (warp < stage_warps) {
+      for (unsigned base = kept + 32u * warp; base < size; base += 32u * stage_warps) {
+        score_slots<Int8, L2>(p, query, candidates + next, base, kept, filled, size, keys,
+                              stages + warp * kStageWords, lane);
       }
-      keys[slot] = key;
     }
     next += fresh;
     __syncthreads();
@@ -170,6 +239,29 @@ __global__ void __launch_bounds__(kRescoreBlock) rescore_kernel(RescoreLaunch p)
   }
 }
 
+// One block's slots and scoring warps for `candidates` per query (rescore_kernel).
+struct RescoreShape {
+  unsigned slots, stage_warps;
+};
+RescoreShape rescore_shape(unsigned candidates) {
+  unsigned slots = kRescoreSlotCount;
+  if (candidates <= kRescoreSlotCount) {
+    slots = 1u;
+    while (slots < candidates) slots <<= 1;
+  }
+  return {slots, std::min((slots + 31u) / 32u, kWarps)};
+}
+std::size_t rescore_shared_bytes(RescoreShape shape) {
+  return std::size_t{shape.slots} * sizeof(unsigned long long) +
+         std::size_t{shape.stage_warps} * kStageWords * sizeof(unsigned);
+}
+
+// The kernels by [int8][l2].
+using RescoreKernelFunction = void (*)(RescoreLaunch, unsigned, unsigned);
+constexpr RescoreKernelFunction kKernels[2][2] = {
+    {rescore_kernel<false, false>, rescore_kernel<false, true>},
+    {rescore_kernel<true, false>, rescore_kernel<true, true>}};
+
 }  // namespace
 
 cudaError_t launch_rescore(const RescoreLaunch& launch, cudaStream_t stream) {
@@ -177,7 +269,10 @@ cudaError_t launch_rescore(const RescoreLaunch& launch, cudaStream_t stream) {
   // One block per query, in rows of up to 2^31 - 1 (the grid's x limit).
   const unsigned x = launch.queries_count < 0x7FFFFFFFu ? launch.queries_count : 0x7FFFFFFFu;
   const dim3 grid(x, (launch.queries_count + x - 1) / x, 1);
-  rescore_kernel<<<grid, kRescoreBlock, 0, stream>>>(launch);
+  const RescoreShape shape = rescore_shape(launch.candidates_count);
+  const std::size_t shared = rescore_shared_bytes(shape);
+  kKernels[launch.int8 ? 1 : 0][launch.l2 ? 1 : 0]<<<grid, kRescoreBlock, shared, stream>>>(
+      launch, shape.slots, shape.stage_warps);
   return cudaGetLastError();
 }
 

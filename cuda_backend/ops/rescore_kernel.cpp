@@ -9,7 +9,6 @@
 
 namespace ferry::cuda {
 
-static_assert(kRescoreBlock == ops::kRescoreWorkgroupSize);
 static_assert(kRescoreSlotCount == ops::kRescoreSlots);
 
 Status RescoreKernel::create(unsigned) { return Status(); }

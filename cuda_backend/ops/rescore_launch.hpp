@@ -10,7 +10,10 @@
 namespace ferry::cuda {
 
 // The kernel's constants; rescore_kernel.cpp checks them against the algorithm's.
-inline constexpr unsigned kRescoreBlock = 256;
+// Blocks of 128 threads (the shader's workgroups have 256; the results do not depend on it): a
+// scoring lane holds a chunk's 32 elements in registers (about 60 in all), so an SM held only 4
+// blocks of 256 and 1000 queries took two waves; it holds 8 of 128.
+inline constexpr unsigned kRescoreBlock = 128;
 inline constexpr unsigned kRescoreSlotCount = 2048;
 
 struct RescoreLaunch {

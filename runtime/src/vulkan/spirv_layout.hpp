@@ -85,7 +85,10 @@ constexpr PushConstantLayout push_constant_layout(std::span<const std::uint32_t>
 // Opcodes, enumerants and names from the SPIR-V and GLSL.std.450 specifications.
 inline constexpr std::uint32_t kOpExtInstImport = 11;
 inline constexpr std::uint32_t kOpExtInst = 12;
-inline constexpr std::uint32_t kOpDecorate = 71;
+inline constexpr std::uint32_t kOpDecorate = 71;  // OpMemberDecorate to OpGroupMemberDecorate: 72-75
+inline constexpr std::uint32_t kOpDecorateId = 332;
+inline constexpr std::uint32_t kOpDecorateString = 5632;
+inline constexpr std::uint32_t kOpMemberDecorateString = 5633;
 inline constexpr std::uint32_t kDecorationNoContraction = 42;
 inline constexpr std::uint32_t kGlslFma = 50;
 inline constexpr std::uint32_t kGlslName = 0x4C534C47u;  // "GLSL" of "GLSL.std.450"
@@ -102,17 +105,29 @@ constexpr std::uint32_t glsl_import(std::span<const std::uint32_t> words) {
   return glsl;
 }
 
-// Whether `id` is decorated NoContraction.
+// Whether `id` is decorated NoContraction. Only the module's decorations are read: they come
+// together, before the types and functions (SPIR-V's logical layout). Read through the whole
+// module for each fma and subtraction, a rescore shader of 134 KB (a variant tried and dropped,
+// docs/PERFORMANCE.md) took GCC past its limit of constexpr operations.
 constexpr bool has_no_contraction(std::span<const std::uint32_t> words, std::uint32_t id) {
-  bool decorated = false;
-  for_each_instruction(words, [&](std::uint32_t opcode, std::span<const std::uint32_t> operands) {
+  if (words.size() < kHeaderWords || words[0] != kMagic) return false;
+  bool in_decorations = false;
+  for (std::size_t at = kHeaderWords; at < words.size();) {
+    const std::uint32_t count = words[at] >> 16, opcode = words[at] & 0xFFFFu;
+    if (count == 0 || at + count > words.size()) return false;
+    const bool decoration = (opcode >= kOpDecorate && opcode <= kOpDecorate + 4) ||
+                            opcode == kOpDecorateId || opcode == kOpDecorateString ||
+                            opcode == kOpMemberDecorateString;
+    if (in_decorations && !decoration) return false;  // past the last one
+    in_decorations = in_decorations || decoration;
     // OpDecorate: target, decoration.
-    if (opcode == kOpDecorate && operands.size() >= 2 && operands[0] == id &&
-        operands[1] == kDecorationNoContraction) {
-      decorated = true;
+    if (opcode == kOpDecorate && count >= 3 && words[at + 1] == id &&
+        words[at + 2] == kDecorationNoContraction) {
+      return true;
     }
-  });
-  return decorated;
+    at += count;
+  }
+  return false;
 }
 
 // The float arithmetic of a module, for shaders whose results must not depend on how a compiler
