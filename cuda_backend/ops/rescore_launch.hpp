@@ -9,7 +9,7 @@
 
 namespace ferry::cuda {
 
-// The kernel's constants; rescore_kernel.cpp checks them against the algorithm's.
+// The kernel's constants; rescore_kernel.cpp checks the slots against the algorithm's.
 // Blocks of 128 threads (the shader's workgroups have 256; the results do not depend on it): a
 // scoring lane holds a chunk's 32 elements in registers (about 60 in all), so an SM held only 4
 // blocks of 256 and 1000 queries took two waves; it holds 8 of 128.
