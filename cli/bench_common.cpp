@@ -279,6 +279,7 @@ int run_bench(const Options& options, const std::string& command_line, std::stri
       {"", "device_index", std::uint64_t(info.index), Unit::count, true},
       {"", "is_cpu", info.is_cpu, Unit::flag, true},
       {"driver", "driver", info.driver.empty() ? "-" : info.driver},
+      {"search", "search_path", info.search_path.empty() ? "-" : info.search_path},
       {"memory", "memory",
        "device " + format_bytes(info.device_memory_bytes) + ", host-visible " +
            format_bytes(info.host_visible_memory_bytes)},

@@ -12,19 +12,21 @@ namespace {
 
 constexpr OptionSpec kOptions[] = {{.name = "--json", .help = "machine-readable output on stdout"}};
 
-// Probing may leave the queue assignment empty (it is decided at open); open the device then.
-// Returns why it stays unknown, or empty.
-std::string learn_queues(DeviceInfo& info) {
-  if (!info.queues.empty()) return {};
+// Probing may leave the queue assignment or the search path empty (they are decided at open,
+// CUDA's path by the kernels the build has for the device); open the device then. Returns why
+// the queues stay unknown, or empty.
+std::string learn_at_open(DeviceInfo& info) {
+  if (!info.queues.empty() && !info.search_path.empty()) return {};
   Result<Device> device = Device::open(to_string(info.backend), info.index, device_options());
-  if (!device.ok()) return device.status().to_string();
-  info.queues = device->info().queues;
+  if (!device.ok()) return info.queues.empty() ? device.status().to_string() : "";
+  if (info.queues.empty()) info.queues = device->info().queues;
+  info.search_path = device->info().search_path;
   (void)device->close(std::chrono::seconds(10));  // best effort: what we need is already here
   return info.queues.empty() ? "not reported" : "";
 }
 
 void add_device(Report& report, DeviceInfo info, bool available) {
-  const std::string open_error = available ? learn_queues(info) : "";
+  const std::string open_error = available ? learn_at_open(info) : "";
   const std::string name = std::string(to_string(info.backend)) + ":" + std::to_string(info.index);
   const std::string key = std::string(to_string(info.backend)) + "_" + std::to_string(info.index);
   Section& device = report.add_section(name + "  " + info.name, "device_" + key);
@@ -41,6 +43,8 @@ void add_device(Report& report, DeviceInfo info, bool available) {
   device.fields.push_back({"NUMA node", "numa_node",
                            info.numa_node < 0 ? "unknown" : std::to_string(info.numa_node)});
   device.fields.push_back({"peer devices", "peer_devices", peers.empty() ? "none" : peers});
+  device.fields.push_back({"search path", "search_path",
+                           info.search_path.empty() ? "unknown" : info.search_path});
   if (info.backend == Backend::vulkan) {
     device.fields.push_back({"device group", "device_group_size",
                              std::uint64_t{info.device_group_size}, Unit::count});
@@ -105,11 +109,12 @@ int run(const Options& options, const std::string&) {
 const Command kInfoCommand = {
     .name = "info",
     .summary = "Backends compiled in (available or not, and why), and every device: name, driver, "
-               "memory, queue families, and the native queues serving ferry's queues.",
+               "memory, search path, queue families, and the native queues serving ferry's queues.",
     .about =
         "Every backend compiled in, whether it is available here (and why not), and each device:\n"
-        "name, driver, memory, queue families and the native queue serving each of ferry's\n"
-        "queues (a device is opened briefly when probing does not give that).\n",
+        "name, driver, memory, the search path (how hamming_topk and BinaryIndex count bits\n"
+        "there), queue families and the native queue serving each of ferry's queues (a device is\n"
+        "opened briefly when probing does not give those).\n",
     .options = kOptions,
     .bench = false,
     .run = run,

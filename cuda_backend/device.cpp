@@ -59,6 +59,7 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::open(int index, DeviceInfo info)
   std::apply([&](auto&... kernel) { ((created = created.ok() ? kernel.create(sms) : created), ...); },
              device->kernels_);
   FERRY_RETURN_IF_ERROR(created);
+  device->info_.search_path = kernel_for<ops::HammingTopkArgs>(device->kernels_).search_path();
   FERRY_RETURN_IF_ERROR(device->create_streams());  // on error the destructor cleans up
   return device;
 }

@@ -97,7 +97,13 @@ Status HammingTopkKernel::create(unsigned sm_count) {
   if (const cudaError_t error = prepare_hamming_scan(support_); error != cudaSuccess) {
     return cuda_status(error, "prepare_hamming_scan (hamming_topk kernel)");
   }
-  if (feature_hidden("b1mma")) support_.mma = false;
+  search_path_ = support_.mma ? "binary tensor cores (mma.sync b1), pooled"
+                              : "popcounts (binary tensor-core products need sm_80 or later and "
+                                "code built for it)";
+  if (support_.mma && feature_hidden("b1mma")) {
+    support_.mma = false;
+    search_path_ = "popcounts (FERRY_CUDA_HIDE_FEATURES=b1mma)";
+  }
   // FERRY_CUDA_HAMMING_SCAN (for tests and measurements; unset or pooled: the default).
   if (const char* forced = std::getenv("FERRY_CUDA_HAMMING_SCAN"); forced != nullptr) {
     const std::string_view value(forced);

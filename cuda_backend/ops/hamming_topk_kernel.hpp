@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <span>
+#include <string>
 
 #include "core/backend.hpp"
 #include "hamming_topk_launch.hpp"
@@ -21,6 +22,8 @@ class HammingTopkKernel {
                 cudaStream_t stream) const;
   // Whether it pools (the tensor-core path): the public call then offers it scratch for the pools.
   bool pools() const { return support_.mma; }
+  // DeviceInfo::search_path (once created): the tensor-core path, or popcounts and why.
+  const std::string& search_path() const { return search_path_; }
 
  private:
   // The pooled search (hamming_topk_launch.hpp) when the bounds exist and the pools fit the
@@ -30,6 +33,7 @@ class HammingTopkKernel {
 
   unsigned sm_count_ = 1;
   HammingScanSupport support_;
+  std::string search_path_;
   // FERRY_CUDA_HAMMING_SCAN, for tests and measurements: the pooled search where it applies
   // (unset, pooled), the buffered scan always (buffered), pools that hold nothing so that every
   // query takes the select kernel's exact pass (pooled-exact), the pooled search without the

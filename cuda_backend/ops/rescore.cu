@@ -81,7 +81,8 @@ __device__ unsigned score_of(const RescoreLaunch& p, const unsigned char* query,
 template <bool Int8>
 __device__ __forceinline__ unsigned element(const unsigned char* vector, unsigned at) {
   if constexpr (Int8) {
-    return static_cast<unsigned>(static_cast<int>(reinterpret_cast<const signed char*>(vector)[at]));
+    const int value = reinterpret_cast<const signed char*>(vector)[at];
+    return static_cast<unsigned>(value);
   } else {
     return reinterpret_cast<const unsigned*>(vector)[at];
   }

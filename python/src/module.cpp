@@ -31,6 +31,7 @@ DeviceClass bind_device(nb::module_& m) {
       .def_ro("index", &DeviceInfo::index)
       .def_ro("name", &DeviceInfo::name)
       .def_ro("driver", &DeviceInfo::driver)
+      .def_ro("search_path", &DeviceInfo::search_path)
       .def_ro("is_cpu", &DeviceInfo::is_cpu, "A software implementation (CPU reference, lavapipe).")
       .def_ro("device_memory_bytes", &DeviceInfo::device_memory_bytes)
       .def_ro("host_visible_memory_bytes", &DeviceInfo::host_visible_memory_bytes)

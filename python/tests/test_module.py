@@ -53,9 +53,11 @@ def test_list_backends_shape():
             assert isinstance(dev.host_visible_memory_bytes, int)
             assert isinstance(dev.pci_bus_id, str)
             assert isinstance(dev.numa_node, int) and dev.numa_node >= -1
+            assert isinstance(dev.search_path, str)
     cpu = next(info for info in infos if str(info.backend) == "cpu")
     assert cpu.available and cpu.devices and cpu.devices[0].is_cpu
     assert cpu.devices[0].pci_bus_id == ""
+    assert cpu.devices[0].search_path.split(":")[0] in ("portable", "avx2", "avx512")
 
 
 def test_list_ops():

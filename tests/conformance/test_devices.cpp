@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -129,6 +130,57 @@ TEST_CASE("device info: three queues assigned, memory reported") {
       if (backend.backend != t.backend) continue;
       REQUIRE_FALSE(backend.devices.empty());
       CHECK(backend.devices[0].name == info.name);
+    }
+  });
+}
+
+namespace {
+
+// An environment variable's value ("" when unset).
+std::string environment(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+bool has(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("device info: the search path says how hamming_topk counts bits there") {
+  ferry_test::for_each_backend([](BackendUnderTest& t) {
+    const std::string path = t.device.info().search_path;
+    MESSAGE(to_string(t.backend), ": ", path);
+    REQUIRE_FALSE(path.empty());
+    switch (t.backend) {
+      case Backend::cpu: {
+        // One of the three paths, and the portable one where the environment caps it there.
+        CHECK((path.starts_with("portable:") || path.starts_with("avx2:") ||
+               path.starts_with("avx512:")));
+        if (environment("FERRY_CPU_ISA") == "portable") CHECK(path.starts_with("portable:"));
+        break;
+      }
+      case Backend::vulkan:
+        if (t.device.info().is_cpu) {
+          CHECK(has(path, "subgroup popcounts (no cooperative matrices"));  // lavapipe has none
+        } else if (environment("FERRY_VULKAN_HAMMING_SCAN") == "portable") {
+          CHECK(has(path, "FERRY_VULKAN_HAMMING_SCAN=portable"));
+        }
+        CHECK((has(path, "cooperative matrices") && has(path, "popcounts")));
+        break;
+      case Backend::cuda:
+        // The tensor-core path needs sm_80 and code built for it (a build of sm_75 PTX alone
+        // has none): which one a GPU gets is the build's, so only the hidden case is certain.
+        CHECK((path.starts_with("binary tensor cores") || path.starts_with("popcounts (")));
+        if (has(environment("FERRY_CUDA_HIDE_FEATURES"), "b1mma")) {
+          CHECK(path.starts_with("popcounts ("));
+        }
+        break;
+    }
+    // The listing says the same where it knows (CUDA decides it at open, by the kernels built).
+    for (const auto& backend : ferry::list_backends()) {
+      if (backend.backend != t.backend || backend.devices.empty()) continue;
+      const std::string listed = backend.devices[0].search_path;
+      if (t.backend != Backend::cuda) CHECK(listed == path);
     }
   });
 }

@@ -71,6 +71,10 @@ struct DeviceInfo {
   // maxMemoryAllocationSize); 0 where only
   // memory limits it (the CPU reference, CUDA). BinaryIndex sizes its device segments by it.
   std::uint64_t max_op_binding_bytes = 0;
+  // How hamming_topk (and so BinaryIndex's search) scans on this device, in words: the units or
+  // the instruction set its distances come from (docs/OPS.md, "hamming_topk"), and why not a
+  // faster one where the device lacks it. Empty where the backend does not say.
+  std::string search_path;
 };
 
 struct BackendInfo {

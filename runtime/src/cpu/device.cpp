@@ -227,8 +227,8 @@ DeviceInfo cpu_device_info() {
   info.name = "CPU reference";
   info.is_cpu = true;
   info.cpu_threads = detail::host_worker_count() + 1;  // the helpers and the queue's own thread
-  info.driver = "ferry cpu backend (" + std::to_string(info.cpu_threads) + " threads, " +
-                ops::to_string(ops::hamming_cpu_default_path()) + " search path)";
+  info.driver = "ferry cpu backend (" + std::to_string(info.cpu_threads) + " threads)";
+  info.search_path = ops::hamming_cpu_path_description(ops::hamming_cpu_default_path());
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page_size > 0) {

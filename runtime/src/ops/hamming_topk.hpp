@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ferry/ops/hamming_topk.hpp"
@@ -50,6 +51,8 @@ inline constexpr HammingCpuPath kHammingCpuPaths[] = {HammingCpuPath::portable,
                                                       HammingCpuPath::avx2,
                                                       HammingCpuPath::avx512};
 const char* to_string(HammingCpuPath path);
+// The path in words, for DeviceInfo::search_path: its name and how it counts bits.
+std::string hamming_cpu_path_description(HammingCpuPath path);
 bool hamming_cpu_path_supported(HammingCpuPath path);
 // The fastest path this CPU supports, at most the one the environment variable FERRY_CPU_ISA
 // names (portable, avx2 or avx512; anything else is ignored).

@@ -532,6 +532,15 @@ const char* to_string(HammingCpuPath path) {
   return "?";
 }
 
+std::string hamming_cpu_path_description(HammingCpuPath path) {
+  switch (path) {
+    case HammingCpuPath::portable: return "portable: 64-bit popcounts";
+    case HammingCpuPath::avx2: return "avx2: nibble lookups (vpshufb), 8 rows at a time";
+    case HammingCpuPath::avx512: return "avx512: vpopcntq, 8 rows at a time";
+  }
+  return "?";
+}
+
 bool hamming_cpu_path_supported(HammingCpuPath path) {
   switch (path) {
     case HammingCpuPath::portable: return true;

@@ -78,9 +78,7 @@ Status VulkanDevice::initialize(const PhysicalDevice& physical) {
   VkPhysicalDeviceCooperativeMatrixFeaturesNV matrix_features{};
   matrix_features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
   const bool cooperative_matrix =
-      physical.cooperative_matrix.requested &&
-      hamming_coopmat_unsupported(physical.cooperative_matrix).empty() &&
-      HammingTopkPipeline::kNeeds.missing_from(physical.features).empty();
+      hamming_opens_coopmat(physical.cooperative_matrix, physical.features);
   if (cooperative_matrix) {
     extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     matrix_features.cooperativeMatrix = VK_TRUE;

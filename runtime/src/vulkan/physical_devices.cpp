@@ -7,6 +7,7 @@
 #include <cstring>
 #include <span>
 
+#include "vulkan/ops/hamming_topk.hpp"
 #include "vulkan/status.hpp"
 
 namespace ferry::vulkan {
@@ -459,6 +460,7 @@ Result<std::string> describe(VkPhysicalDevice handle, PhysicalDevice& device) {
   FERRY_RETURN_IF_ERROR(describe_compute_units(handle, device));
   FERRY_RETURN_IF_ERROR(describe_pci_bus(handle, device));
   describe_subgroups(handle, features13, device.subgroups);
+  device.info.search_path = hamming_search_path(device.cooperative_matrix, device.features);
   device.info.queues.assign(device.queue_plan.queues.begin(), device.queue_plan.queues.end());
   return std::string();
 }

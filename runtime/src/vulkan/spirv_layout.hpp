@@ -85,7 +85,8 @@ constexpr PushConstantLayout push_constant_layout(std::span<const std::uint32_t>
 // Opcodes, enumerants and names from the SPIR-V and GLSL.std.450 specifications.
 inline constexpr std::uint32_t kOpExtInstImport = 11;
 inline constexpr std::uint32_t kOpExtInst = 12;
-inline constexpr std::uint32_t kOpDecorate = 71;  // OpMemberDecorate to OpGroupMemberDecorate: 72-75
+// OpDecorate, then OpMemberDecorate to OpGroupMemberDecorate (72-75).
+inline constexpr std::uint32_t kOpDecorate = 71;
 inline constexpr std::uint32_t kOpDecorateId = 332;
 inline constexpr std::uint32_t kOpDecorateString = 5632;
 inline constexpr std::uint32_t kOpMemberDecorateString = 5633;

@@ -523,4 +523,26 @@ Status HammingTopkPipeline::record(VkCommandBuffer command_buffer, const ops::Ha
   return Status();
 }
 
+bool hamming_opens_coopmat(const CooperativeMatrixSupport& support,
+                           const DeviceFeatures& features) {
+  return support.requested && hamming_coopmat_unsupported(support).empty() &&
+         HammingTopkPipeline::kNeeds.missing_from(features).empty();
+}
+
+std::string hamming_search_path(const CooperativeMatrixSupport& support,
+                                const DeviceFeatures& features) {
+  if (const std::string missing = HammingTopkPipeline::kNeeds.missing_from(features);
+      !missing.empty()) {
+    return "none: hamming_topk needs " + missing;
+  }
+  if (hamming_opens_coopmat(support, features)) {
+    return "int8 cooperative matrices (VK_NV_cooperative_matrix) for batches of " +
+           std::to_string(kHammingCoopmatFillMinQueries) +
+           " queries or more, subgroup popcounts for fewer";
+  }
+  const std::string why = support.requested ? hamming_coopmat_unsupported(support)
+                                            : "FERRY_VULKAN_HAMMING_SCAN=portable";
+  return "subgroup popcounts (no cooperative matrices: " + why + ")";
+}
+
 }  // namespace ferry::vulkan

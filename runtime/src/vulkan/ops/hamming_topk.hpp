@@ -18,12 +18,14 @@
 #include <cstdint>
 #include <mutex>
 #include <span>
+#include <string>
 
 #include "core/backend.hpp"
 #include "hamming_topk_abi.h"
 #include "ops/hamming_topk.hpp"
 #include "vulkan/compute_program.hpp"
 #include "vulkan/context.hpp"
+#include "vulkan/cooperative_matrix.hpp"
 
 namespace ferry::vulkan {
 
@@ -99,5 +101,14 @@ class HammingTopkPipeline {
   std::uint32_t max_groups_x_ = 65535;
   std::uint32_t max_groups_y_ = 65535;
 };
+
+// Whether a device with `support` and `features` is opened with cooperative matrices for
+// hamming_topk's fill (device.cpp): offered and usable (hamming_coopmat_unsupported), not refused
+// with FERRY_VULKAN_HAMMING_SCAN=portable, and the scan itself runs there.
+bool hamming_opens_coopmat(const CooperativeMatrixSupport& support,
+                           const DeviceFeatures& features);
+// The same device's DeviceInfo::search_path: the fill's units, or why not the faster ones.
+std::string hamming_search_path(const CooperativeMatrixSupport& support,
+                                const DeviceFeatures& features);
 
 }  // namespace ferry::vulkan
