@@ -47,34 +47,35 @@ __device__ inline float sub_rn(float a, float b) {
   return result;
 }
 
-__device__ bool is_nan_bits(unsigned bits) { return (bits & 0x7FFFFFFFu) > 0x7F800000u; }
+// A float32 chain's result as score bits: every NaN the one NaN.
+__device__ unsigned score_bits(float s) {
+  const unsigned bits = __float_as_uint(s);
+  return (bits & 0x7FFFFFFFu) > 0x7F800000u ? kRescoreNaNBits : bits;
+}
 
-// The score bits of `query` (its first element) against database row `row`, by one thread: the
-// chain in dimension order, as score_rows computes it (only for the rare -0.0 score's sign).
-__device__ unsigned score_of(const RescoreLaunch& p, const unsigned char* query, unsigned row) {
-  const unsigned char* x = p.database + static_cast<std::uint64_t>(row) * p.database_stride;
-  if (p.int8) {
-    const auto* qi = reinterpret_cast<const signed char*>(query);
-    const auto* xi = reinterpret_cast<const signed char*>(x);
-    int s = 0;
-    for (unsigned j = 0; j < p.dims; ++j) {
-      const int q = qi[j], v = xi[j];
-      s += p.l2 ? (q - v) * (q - v) : q * v;
-    }
-    return static_cast<unsigned>(s);
+// One step of a float32 chain: s + q * x, or s + (q - x)^2 for L2.
+template <bool L2>
+__device__ __forceinline__ float chain_step(float q, float x, float s) {
+  if constexpr (L2) {
+    const float e = sub_rn(q, x);
+    return fma_rn(e, e, s);
+  } else {
+    return fma_rn(q, x, s);
   }
+}
+
+// The float32 score bits of `query` (its first element) against database row `row`, by one
+// thread: the chain as score_rows computes it (only for the rare -0.0 score's sign).
+template <bool L2>
+__device__ unsigned float_score_of(const RescoreLaunch& p, const unsigned char* query,
+                                   unsigned row) {
   const auto* qf = reinterpret_cast<const float*>(query);
-  const auto* xf = reinterpret_cast<const float*>(x);
+  const auto* xf = reinterpret_cast<const float*>(p.database +
+                                                  static_cast<std::uint64_t>(row) *
+                                                      p.database_stride);
   float s = 0.0f;
-  for (unsigned j = 0; j < p.dims; ++j) {
-    if (p.l2) {
-      const float e = sub_rn(qf[j], xf[j]);
-      s = fma_rn(e, e, s);
-    } else {
-      s = fma_rn(qf[j], xf[j], s);
-    }
-  }
-  return is_nan_bits(__float_as_uint(s)) ? kRescoreNaNBits : __float_as_uint(s);
+  for (unsigned j = 0; j < p.dims; ++j) s = chain_step<L2>(qf[j], xf[j], s);
+  return score_bits(s);
 }
 
 // Element `at` of a vector as a 32-bit word: float32 bits, or an int8 value widened.
@@ -123,16 +124,13 @@ __device__ unsigned score_rows(const RescoreLaunch& p, const unsigned char* quer
       if constexpr (Int8) {
         const int a = static_cast<int>(qj), b = static_cast<int>(xj);
         si += L2 ? (a - b) * (a - b) : a * b;  // exact: any order would do
-      } else if constexpr (L2) {
-        const float e = sub_rn(__uint_as_float(qj), __uint_as_float(xj));
-        s = fma_rn(e, e, s);
       } else {
-        s = fma_rn(__uint_as_float(qj), __uint_as_float(xj), s);
+        s = chain_step<L2>(__uint_as_float(qj), __uint_as_float(xj), s);
       }
     }
   }
   if constexpr (Int8) return static_cast<unsigned>(si);
-  return is_nan_bits(__float_as_uint(s)) ? kRescoreNaNBits : __float_as_uint(s);
+  return score_bits(s);
 }
 
 // Keys for slots [base, base + 32) (those below `size`; the filled ones below `filled` score their
@@ -232,7 +230,7 @@ __global__ void __launch_bounds__(kRescoreBlock, kRescoreBlocksPerSm)
       row = static_cast<unsigned>(key);
       score = rescore_key_score(static_cast<unsigned>(key >> 32), is_float, larger_better);
       // A zero's key does not say its sign: a -0.0 score is recomputed for it (rare).
-      if (is_float && score == 0u) score = score_of(p, query, row);
+      if (is_float && score == 0u) score = float_score_of<L2>(p, query, row);
     }
     const std::uint64_t at = static_cast<std::uint64_t>(q) * p.k + i;
     p.scores[at] = score;
