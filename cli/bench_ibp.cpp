@@ -11,6 +11,8 @@
 
 #include "baselines/ibp_published.hpp"
 #include "bench_common.hpp"
+#include "bench_ibp_gather.hpp"
+#include "ibp_families.hpp"
 #include "ferry/ibp.hpp"
 #include "ferry/ibp_transfer.hpp"
 #include "ferry/ops/ibp_decode.hpp"
@@ -40,125 +42,20 @@ constexpr OptionSpec kOptions[] = {
     {.name = "--piece-bytes", .kind = OptionKind::size, .metavar = "SIZE",
      .help = "compressed bytes per decode in the staged upload (CompressedTransferOptions)",
      .fallback = "8M", .min = 4096},
+    {.name = "--gather", .kind = OptionKind::flag,
+     .help = "instead of the codec's tables: mini-batches of random rows from a table in host "
+             "memory, compressed (ibp_decode gather, zero-copy) against the host way and, on "
+             "CUDA, the UVA way"},
+    {.name = "--table-bytes", .kind = OptionKind::size, .metavar = "SIZE",
+     .help = "--gather: raw bytes of each table (whole rows)", .fallback = "3G", .quick = "64M",
+     .min = 65536},
+    {.name = "--row-bytes", .kind = OptionKind::sizes, .metavar = "LIST",
+     .help = "--gather: row sizes of the tables (multiples of 16, 16 to 1M)",
+     .fallback = "512,4K"},
+    {.name = "--batch-rows", .kind = OptionKind::sizes, .metavar = "LIST",
+     .help = "--gather: rows per mini-batch (1 to 16M)", .fallback = "1024,16384,65536",
+     .quick = "256,4096"},
 };
-
-struct Family {
-  std::string name;
-  std::string description;
-  ibp::DType dtype;
-  std::uint8_t element_size;
-  std::uint64_t row_elements;
-};
-
-const Family kFamilies[] = {
-    {"indices64", "int64 edge indices, uniform < 2^24 (1-D, rows of 4096)", ibp::DType::i64, 8,
-     4096},
-    {"tokens32", "int32 token ids, Zipf(1.1) over a 50,257 vocabulary (1-D, rows of 4096)",
-     ibp::DType::i32, 4, 4096},
-    {"bf16-weights", "bf16 weights N(0, 0.02), 4096 per row", ibp::DType::bf16, 2, 4096},
-    {"fp16-activations", "fp16 activations, GELU of N(0, 1), 4096 per row", ibp::DType::f16, 2,
-     4096},
-    {"relu32", "float32 ReLU of N(0, 1) (about half zeros), 4096 per row", ibp::DType::f32, 4,
-     4096},
-    {"bow-features", "float32 bag-of-words node features, 1433 per row, 1.3% non-zero, "
-                     "row-normalized", ibp::DType::f32, 4, 1433},
-    {"embeddings32", "float32 embedding table N(0, 0.1), 128 per row", ibp::DType::f32, 4, 128},
-};
-
-// Uniform in [0, 1) from a counter.
-double uniform(std::uint64_t counter) {
-  return static_cast<double>(mix64(counter) >> 11) * 0x1.0p-53;
-}
-
-double normal(std::uint64_t counter) {
-  const double u1 = std::max(uniform(2 * counter), 1e-300), u2 = uniform(2 * counter + 1);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
-
-std::uint16_t to_bfloat16(float value) {
-  std::uint32_t bits = 0;
-  std::memcpy(&bits, &value, 4);
-  return static_cast<std::uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
-}
-
-std::uint16_t to_float16(float value) {
-  std::uint32_t bits = 0;
-  std::memcpy(&bits, &value, 4);
-  const std::uint32_t sign = (bits >> 16) & 0x8000;
-  const float magnitude = std::fabs(value);
-  if (!(magnitude < 65520.0f)) return static_cast<std::uint16_t>(sign | 0x7C00);
-  if (magnitude < 0x1.0p-14f) {  // subnormal: a multiple of 2^-24, rounded to nearest even
-    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(
-                                                 std::nearbyint(magnitude * 0x1.0p24f)));
-  }
-  const std::uint32_t m = bits & 0x7FFFFFFF;
-  return static_cast<std::uint16_t>(sign | ((m - 0x38000000 + 0xFFF + ((m >> 13) & 1)) >> 13));
-}
-
-// The family's tensor: `elements` elements, threads filling slices (each element from its index).
-std::vector<std::byte> make_tensor(const Family& family, std::uint64_t elements) {
-  std::vector<std::byte> data(elements * family.element_size);
-  // Zipf(1.1) over 50,257 ids: the inverse CDF on a 2^16-entry table of quantiles.
-  std::vector<std::uint32_t> zipf;
-  if (family.name == "tokens32") {
-    constexpr std::uint32_t kVocab = 50257;
-    std::vector<double> cdf(kVocab);
-    double sum = 0;
-    for (std::uint32_t i = 0; i < kVocab; ++i) cdf[i] = (sum += std::pow(i + 1.0, -1.1));
-    zipf.resize(1 << 16);
-    for (std::uint32_t q = 0; q < zipf.size(); ++q) {
-      const double target = (q + 0.5) / zipf.size() * sum;
-      zipf[q] = static_cast<std::uint32_t>(std::lower_bound(cdf.begin(), cdf.end(), target) -
-                                           cdf.begin());
-    }
-  }
-  auto fill = [&](std::uint64_t first, std::uint64_t end) {
-    for (std::uint64_t i = first; i < end; ++i) {
-      std::byte* out = data.data() + i * family.element_size;
-      const std::uint64_t seed = i * 0x9E3779B97F4A7C15ull + family.element_size;
-      if (family.name == "indices64") {
-        const std::uint64_t v = mix64(seed) >> 40;  // < 2^24
-        std::memcpy(out, &v, 8);
-      } else if (family.name == "tokens32") {
-        // Rarely past the table's resolution: a uniform id in the tail.
-        const std::uint64_t r = mix64(seed);
-        const std::uint32_t v =
-            (r & 0xFF) == 0 ? static_cast<std::uint32_t>((r >> 8) % 50257) : zipf[(r >> 16) & 0xFFFF];
-        std::memcpy(out, &v, 4);
-      } else if (family.name == "bf16-weights") {
-        const std::uint16_t v = to_bfloat16(static_cast<float>(0.02 * normal(seed)));
-        std::memcpy(out, &v, 2);
-      } else if (family.name == "fp16-activations") {
-        const double x = normal(seed);
-        const double gelu = 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-        const std::uint16_t v = to_float16(static_cast<float>(gelu));
-        std::memcpy(out, &v, 2);
-      } else if (family.name == "relu32") {
-        const float v = static_cast<float>(std::max(0.0, normal(seed)));
-        std::memcpy(out, &v, 4);
-      } else if (family.name == "bow-features") {
-        // A word present with probability 1.3%, counts 1-3, divided by the row's expected total
-        // (about 18.6 words): the values a row-normalized count vector takes.
-        const std::uint64_t r = mix64(seed);
-        float v = 0.0f;
-        if (r % 1000 < 13) v = static_cast<float>(1 + (r >> 32) % 3) / 18.6f;
-        std::memcpy(out, &v, 4);
-      } else {  // embeddings32
-        const float v = static_cast<float>(0.1 * normal(seed));
-        std::memcpy(out, &v, 4);
-      }
-    }
-  };
-  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> workers;
-  const std::uint64_t per = (elements + threads - 1) / threads;
-  for (unsigned t = 0; t < threads; ++t) {
-    const std::uint64_t first = std::min(elements, t * per), end = std::min(elements, first + per);
-    if (first < end) workers.emplace_back(fill, first, end);
-  }
-  for (std::thread& worker : workers) worker.join();
-  return data;
-}
 
 // --group-rows: 0 for 'all'. run() checked the list.
 std::vector<std::uint64_t> group_sizes(const Options& options) {
@@ -169,7 +66,7 @@ std::vector<std::uint64_t> group_sizes(const Options& options) {
   return sizes;
 }
 
-ibp::EncodeParams encode_params(const Family& family, std::uint64_t elements,
+ibp::EncodeParams encode_params(const IbpFamily& family, std::uint64_t elements,
                                 std::uint32_t group_rows) {
   ibp::EncodeParams params;
   params.element_size = family.element_size;
@@ -201,7 +98,7 @@ struct FamilyResult {
   double plain_upload = kNaN, staged = kNaN, zero_copy = kNaN;
 };
 
-Status measure_family(Bench& bench, const Family& family, Section& ratios, Section& speeds) {
+Status measure_family(Bench& bench, const IbpFamily& family, Section& ratios, Section& speeds) {
   const Device& device = bench.device;
   const auto min_time = std::chrono::milliseconds(bench.number("--min-time-ms"));
   const std::uint64_t row_bytes = family.row_elements * family.element_size;
@@ -211,7 +108,7 @@ Status measure_family(Bench& bench, const Family& family, Section& ratios, Secti
   // Device: the tensor, its stream, the decoded copy and a copy target; host: the tensor, streams.
   if (!bench.fits({family.name}, 5 * raw, 5 * raw)) return ok_status();
   FERRY_RETURN_IF_ERROR(bench.progress("ibp " + family.name + ": making the tensor"));
-  const std::vector<std::byte> tensor = make_tensor(family, elements);
+  const std::vector<std::byte> tensor = make_ibp_tensor(family, elements);
 
   // Ratios: the published scheme, ferry's format at each group size and the automatic choice.
   FERRY_RETURN_IF_ERROR(bench.progress("ibp " + family.name + ": ratios"));
@@ -371,6 +268,7 @@ Status measure_family(Bench& bench, const Family& family, Section& ratios, Secti
 }
 
 Status measure(Bench& bench) {
+  if (bench.options.flag("--gather")) return measure_ibp_gathers(bench);
   bench.report.add_method(
       "Each family's tensor is made once (--bytes of it). Ratios: raw bytes / stream bytes, for "
       "ferry's format at each --group-rows and the host encoder's automatic choice, and for the "
@@ -417,7 +315,7 @@ Status measure(Bench& bench) {
   bench.skipped = {"Skipped families", "skipped", {}, {{"family", "family"}, {"reason", "reason"}}};
   bool measured = false;
   for (const std::string& name : split_list(bench.options.text("--families"))) {
-    for (const Family& family : kFamilies) {
+    for (const IbpFamily& family : ibp_families()) {
       if (family.name != name) continue;
       const std::size_t before = speeds.rows.size();
       Status status = measure_family(bench, family, ratios, speeds);
@@ -437,6 +335,17 @@ int run(const Options& options, const std::string& command_line) {
       return usage_error("bench ibp: --group-rows " + item + ": 'all' or 1 to 4294967295");
     }
   }
+  for (std::uint64_t bytes : options.sizes("--row-bytes")) {
+    if (bytes < 16 || bytes > (1u << 20) || bytes % 16 != 0) {
+      return usage_error("bench ibp: --row-bytes " + std::to_string(bytes) +
+                         ": a multiple of 16 from 16 to 1M");
+    }
+  }
+  for (std::uint64_t rows : options.sizes("--batch-rows")) {
+    if (rows < 1 || rows > (1u << 24)) {
+      return usage_error("bench ibp: --batch-rows " + std::to_string(rows) + ": 1 to 16M");
+    }
+  }
   return run_bench(options, command_line, "ferry bench ibp",
                    {QueueKind::compute, QueueKind::upload, QueueKind::download}, false, measure);
 }
@@ -453,7 +362,10 @@ const Command kBenchIbp = {
         "vocabulary), bf16 weights N(0, 0.02), fp16 GELU activations, float32 ReLU activations,\n"
         "bag-of-words node features (sparse, row-normalized) and a float32 embedding table.\n"
         "Every figure is checked: decoded tensors against the original, the device's stream\n"
-        "against the host encoder's bytes (exit 1 on a mismatch).\n",
+        "against the host encoder's bytes (exit 1 on a mismatch). --gather measures instead\n"
+        "mini-batches of random rows of tables of those families in host memory: ferry's\n"
+        "compressed gather read in place, against the host way (gather into pinned memory,\n"
+        "one copy) and, on CUDA, the UVA way (a kernel reading the raw rows in place).\n",
     .options = kOptions,
     .run = run,
 };
