@@ -59,6 +59,13 @@ uint inclusive_sum(uint value, out uint total) {
   return scan[from][lane];
 }
 
+// Row table entry i: from the tables window, or in place in the stream's (a gather of few rows).
+uint row_table_entry(uint i) {
+  return (push.flags & FERRY_IBP_DECODE_ROW_TABLE_IN_STREAM) != 0u
+             ? src.words[push.row_table_word + i]
+             : tables.words[push.row_table_word + i];
+}
+
 // The low `bits` bits set (bits <= 32).
 uint low_bits(uint bits) { return bits >= 32u ? 0xffffffffu : (1u << bits) - 1u; }
 
@@ -233,14 +240,14 @@ void decode_item(uint item) {
                                   tables.words[push.group_table_word + 2u * g + 1u]);
   const uvec2 group_end = uvec2(tables.words[push.group_table_word + 2u * g + 2u],
                                 tables.words[push.group_table_word + 2u * g + 3u]);
-  const uint entry = tables.words[push.row_table_word + row];
+  const uint entry = row_table_entry(row);
   const uint mode = entry & 3u, offset = entry & ~3u;
   const bool last_in_group = (row + 1u) % push.group_rows == 0u || row + 1u == push.rows;
   bool ok = group_start.y == 0u && group_end.y == 0u && group_start.x <= group_end.x &&
             group_end.x <= push.data_bytes && (group_start.x & 3u) == 0u && mode <= 2u;
   const uint group_bytes = group_end.x - group_start.x;
   uint next = group_bytes;
-  if (!last_in_group) next = tables.words[push.row_table_word + row + 1u] & ~3u;
+  if (!last_in_group) next = row_table_entry(row + 1u) & ~3u;
   ok = ok && offset <= next && next <= group_bytes;
   if (ok) {
     const uint first = push.data_word + ((group_start.x + offset) >> 2u);

@@ -19,6 +19,10 @@
 // The first dispatch of an op: one workgroup writes 0 to the status, and nothing else (a
 // barrier orders it before the dispatches that OR bits into it).
 #define FERRY_IBP_DECODE_CLEAR_STATUS 2u
+// row_table_word is a word of the stream window, not of the tables': a gather of few rows from a
+// stream in host memory reads its row table entries in place (the tables' copy then stops before
+// the row table: ops::ibp_gather_reads_row_table_in_place).
+#define FERRY_IBP_DECODE_ROW_TABLE_IN_STREAM 4u
 
 #ifdef __cplusplus
 #include <cstddef>
@@ -42,7 +46,7 @@ layout(push_constant, std430) uniform IbpDecodePushConstants {
   FERRY_UINT group_table_word;   // tables window word of group table entry 0 (uint64 entries)
   FERRY_UINT masks_byte;         // tables window byte of group 0's mask block
   FERRY_UINT mask_block_bytes;
-  FERRY_UINT row_table_word;     // tables window word of row table entry 0
+  FERRY_UINT row_table_word;     // tables (or stream) window word of row table entry 0
   FERRY_UINT data_word;          // stream window word of the row data section
   FERRY_UINT data_bytes;
   FERRY_UINT items;              // items of this dispatch

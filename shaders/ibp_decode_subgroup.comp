@@ -63,6 +63,13 @@ shared uint segment_bits[2][kTeams];
 
 uint lane;  // in the team
 
+// Row table entry i: from the tables window, or in place in the stream's (a gather of few rows).
+uint row_table_entry(uint i) {
+  return (push.flags & FERRY_IBP_DECODE_ROW_TABLE_IN_STREAM) != 0u
+             ? src.words[push.row_table_word + i]
+             : tables.words[push.row_table_word + i];
+}
+
 // The low `bits` bits set (bits <= 32).
 uint low_bits(uint bits) { return bits >= 32u ? 0xffffffffu : (1u << bits) - 1u; }
 
@@ -317,7 +324,7 @@ void main() {
         const uint table = push.group_table_word + 2u * g;
         const uvec2 group_start = uvec2(tables.words[table], tables.words[table + 1u]);
         const uvec2 group_end = uvec2(tables.words[table + 2u], tables.words[table + 3u]);
-        const uint entry = tables.words[push.row_table_word + row_index];
+        const uint entry = row_table_entry(row_index);
         row.mode = entry & 3u;
         const uint offset = entry & ~3u;
         const bool last_in_group =
@@ -326,7 +333,7 @@ void main() {
              group_end.x <= push.data_bytes && (group_start.x & 3u) == 0u && row.mode <= 2u;
         const uint group_bytes = group_end.x - group_start.x;
         const uint next = last_in_group ? group_bytes
-                                        : tables.words[push.row_table_word + row_index + 1u] & ~3u;
+                                        : row_table_entry(row_index + 1u) & ~3u;
         ok = ok && offset <= next && next <= group_bytes;
         if (ok) {
           bytes = next - offset;

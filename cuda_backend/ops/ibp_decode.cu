@@ -11,7 +11,8 @@
 //
 // The fields are read from a per-warp window of the row in shared memory (Window), filled with
 // 16-byte loads; the tables (group table, masks, row table) from `tables`, a device copy when the
-// stream is in host memory (ibp_decode_kernel.cpp): over the bus, each row then crosses once.
+// stream is in host memory (ibp_decode_kernel.cpp): over the bus, each row then crosses once. A
+// gather of few rows from host memory reads its row table entries in place (`row_tables`).
 //
 // Items are rows (or gather slots). When there are many, a warp decodes an item alone in one
 // pass, its reads clamped to the word after the row's end, and compares the row's length at the
@@ -341,7 +342,8 @@ __device__ bool open_row(const IbpDecodeKernelArgs& a, std::uint64_t row, Row<T>
   const auto* stream = static_cast<const unsigned char*>(a.stream);
   const auto* tables = static_cast<const unsigned char*>(a.tables);
   const auto* group_table = reinterpret_cast<const std::uint64_t*>(tables + a.group_table_offset);
-  const auto* row_table = reinterpret_cast<const std::uint32_t*>(tables + a.row_table_offset);
+  const auto* row_table = reinterpret_cast<const std::uint32_t*>(
+      static_cast<const unsigned char*>(a.row_tables) + a.row_table_offset);
   r.n = row == a.rows - 1 ? a.last_row_elements : a.row_elements;
   const std::uint64_t g = row / a.group_rows;
   const std::uint64_t group_start = __ldg(group_table + g);
@@ -510,8 +512,9 @@ cudaError_t launch_ibp_decode(const IbpDecodeKernelArgs& launch, unsigned max_bl
   const std::uint32_t es = launch.element_size;
   if ((es != 1 && es != 2 && es != 4 && es != 8) || launch.items == 0 || launch.rows == 0 ||
       launch.group_rows == 0 || launch.stream == nullptr || misaligned(launch.stream, 8) ||
-      launch.tables == nullptr || misaligned(launch.tables, 8) ||
-      misaligned(launch.output, es) || misaligned(launch.status, 4) ||
+      launch.tables == nullptr || misaligned(launch.tables, 8) || launch.row_tables == nullptr ||
+      misaligned(launch.row_tables, 8) || misaligned(launch.output, es) ||
+      misaligned(launch.status, 4) ||
       (launch.gather && (launch.indices == nullptr || misaligned(launch.indices, 4)))) {
     return cudaErrorInvalidValue;
   }

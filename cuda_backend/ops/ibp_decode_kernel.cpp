@@ -23,7 +23,8 @@ Status IbpDecodeKernel::record(const ops::IbpDecodeArgs& args,
   const std::size_t fixed = args.gather() ? 4u : 3u;  // then the scratch for the tables, maybe
   const bool tables_scratch = bindings.size() == fixed + 1;
   if ((bindings.size() != fixed && !tables_scratch) ||
-      (tables_scratch && bindings[fixed].size < layout.data_offset) || args.row_count == 0 || layout.rows == 0 ||
+      (tables_scratch && bindings[fixed].size < ops::ibp_tables_copy_bytes(args)) ||
+      args.row_count == 0 || layout.rows == 0 ||
       layout.stream_bytes > bindings[0].size || args.output_bytes() > bindings[1].size ||
       bindings[2].size < 4 || (args.gather() && bindings[3].size < args.row_count * 4)) {
     return Status(ErrorCode::internal, "CUDA: ibp_decode of " + std::to_string(args.row_count) +
@@ -36,14 +37,19 @@ Status IbpDecodeKernel::record(const ops::IbpDecodeArgs& args,
   FERRY_ASSIGN_OR_RETURN(std::byte* const status, binding_address(bindings[2], "ibp_decode status"));
   launch.stream = source;
   launch.tables = source;
+  launch.row_tables = source;
   if (tables_scratch) {
     // The stream is in host memory: its tables cross the bus once, here, not with every row.
+    // The row table too, unless the command is a gather of few rows: then copying 4 bytes of
+    // every row would cost more than the entries it reads (a 2 GiB table of 512-byte rows:
+    // 16 MiB, 0.33 ms on the H200, for each batch; ops::ibp_gather_reads_row_table_in_place).
     FERRY_ASSIGN_OR_RETURN(std::byte* const tables,
                            binding_address(bindings[fixed], "ibp_decode tables scratch"));
-    const cudaError_t copied =
-        cudaMemcpyAsync(tables, source, layout.data_offset, cudaMemcpyDefault, stream);
+    const cudaError_t copied = cudaMemcpyAsync(tables, source, ops::ibp_tables_copy_bytes(args),
+                                               cudaMemcpyDefault, stream);
     if (copied != cudaSuccess) return cuda_status(copied, "cudaMemcpyAsync (ibp_decode tables)");
     launch.tables = tables;
+    if (!ops::ibp_gather_reads_row_table_in_place(args)) launch.row_tables = tables;
   }
   launch.output = output;
   launch.status = reinterpret_cast<std::uint32_t*>(status);

@@ -12,8 +12,11 @@ namespace ferry::cuda {
 // and the layout's offsets (from the stream's start) that the kernel reads.
 struct IbpDecodeKernelArgs {
   const void* stream = nullptr;      // device or mapped pinned host memory; 8-byte aligned
-  // The stream's first data_offset bytes (its tables), read from here: `stream` or a device copy.
+  // The stream's group table and masks, read from here: `stream` or a device copy of its first
+  // bytes; the row table from `row_tables`, the same or `stream` (a gather of few rows from host
+  // memory reads its entries in place).
   const void* tables = nullptr;
+  const void* row_tables = nullptr;
   void* output = nullptr;            // element-aligned
   std::uint32_t* status = nullptr;
   const std::uint32_t* indices = nullptr;  // gather only

@@ -183,7 +183,7 @@ Status ibp_decode(CommandList& commands, const IbpDecodeBuffers& buffers,
   if (tables_scratch && ferry::detail::host_view(buffers.stream).ok()) {
     FERRY_ASSIGN_OR_RETURN(const std::uint64_t slab,
                            detail::scratch_slab_bytes(buffers.stream, kCall));
-    if (args.layout.data_offset <= slab) scratch_bytes = args.layout.data_offset;
+    if (ops::ibp_tables_copy_bytes(args) <= slab) scratch_bytes = ops::ibp_tables_copy_bytes(args);
   }
   return detail::OpRecorder::record(commands, kCall, args,
                                     std::span(bindings, args.gather() ? 4 : 3), scratch_bytes);

@@ -15,11 +15,12 @@ namespace ferry::ops {
 // output, written: output_bytes() bytes, on a multiple of the element size. Binding 2: the status,
 // written: one uint32, on a multiple of 4. Binding 3, gather only: the indices, read: item_count()
 // uint32, on a multiple of 4. Last, for a backend whose uses_optional_scratch(ibp_decode) is true,
-// when the stream is in host memory and the device's scratch slabs hold layout.data_offset bytes:
+// when the stream is in host memory and the device's scratch slabs hold ibp_tables_copy_bytes:
 // scratch of that many bytes, where it copies the stream's bytes before its row data (header,
-// group table, masks, row table) to read them from device memory. Core has checked the layout (what read_layout computes from its
-// fields), the rows (range: first_row + row_count <= rows; gather: 1 <= row_count < 2^32), and that
-// the outputs overlap nothing.
+// group table, masks, row table) to read them from device memory (a gather of few rows: all but
+// the row table, ibp_gather_reads_row_table_in_place). Core has checked the layout (what
+// read_layout computes from its fields), the rows (range: first_row + row_count <= rows; gather:
+// 1 <= row_count < 2^32), and that the outputs overlap nothing.
 //
 // Item i (0 <= i < item_count()) is row first_row + i (whole, range), or row indices[i] (gather);
 // its output starts at byte i x R x element_size and is the row's elements (whole, range) or
@@ -41,6 +42,19 @@ struct IbpDecodeArgs {
     return (end_element - first_row * layout.row_elements) * layout.element_size;
   }
 };
+
+// Whether a backend that copies a host-memory stream's tables into the scratch (above) leaves its
+// row table out and reads the gathered rows' entries in place: a gather of fewer than 1/8 of the
+// rows. An entry read over the bus costs a 32-byte sector, a copied one 4 bytes of every row; the
+// scratch is then copied only up to layout.row_table_offset.
+inline bool ibp_gather_reads_row_table_in_place(const IbpDecodeArgs& args) noexcept {
+  return args.gather() && args.row_count < args.layout.rows / 8;
+}
+// The stream's first bytes such a backend copies into the scratch (and so the scratch's size).
+inline std::uint64_t ibp_tables_copy_bytes(const IbpDecodeArgs& args) noexcept {
+  return ibp_gather_reads_row_table_in_place(args) ? args.layout.row_table_offset
+                                                   : args.layout.data_offset;
+}
 
 // The CPU reference: `bindings` are the bindings' bytes.
 void run_on_cpu(const IbpDecodeArgs& args, std::span<const std::span<std::byte>> bindings);

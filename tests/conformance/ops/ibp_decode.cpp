@@ -353,20 +353,52 @@ TEST_CASE("ibp_decode: gathers in any order, with duplicates and an index out of
 TEST_CASE("ibp_decode: a stream in host memory the device reads in place") {
   ferry_test::for_each_backend({"ibp_decode"}, [](BackendUnderTest& t) {
     for (const unsigned size : {1u, 4u, 8u}) {
-      const Shape shape{70 * 31, 31, 16};
+      // 70 rows of 31 in groups of 16, the last row short (26 elements).
+      const Shape shape{70 * 31 - 5, 31, 16};
       const std::vector<std::byte> tensor = make_tensor(t.rng, Family::small_ints, size, shape.elements);
       const std::vector<std::byte> stream = encode(tensor, size, shape);
       const ibp::Layout layout = layout_of(stream);
       const Decoded decoded = run_decode(t, stream, whole(layout), {}, Source::lease);
       CHECK(decoded.status == 0);
       CHECK(ferry_test::check_bytes_equal(decoded.output, tensor, "the decoded tensor"));
-      const std::vector<std::uint32_t> rows = {69, 0, 35, 35};
-      IbpDecodeParams params = whole(layout);
-      params.rows = IbpDecodeRows::gather;
-      params.row_count = rows.size();
-      const Decoded slots = run_decode(t, stream, params, rows, Source::lease);
-      CHECK(slots.status == 0);
-      CHECK(ferry_test::check_bytes_equal(slots.output, gathered(tensor, layout, rows), "the rows"));
+      // Gathers of fewer than 1/8 of the rows read the row table in place where the GPU backends
+      // copy the other tables (ops::ibp_gather_reads_row_table_in_place); of more, from the copy.
+      std::vector<std::uint32_t> many(20);
+      for (std::uint32_t& row : many) row = static_cast<std::uint32_t>(t.rng() % 70);
+      many[3] = 69;
+      const std::vector<std::vector<std::uint32_t>> lists = {
+          {69, 0, 35, 35}, {15, 16, 70, 69, 0xffffffffu}, many};
+      for (const std::vector<std::uint32_t>& rows : lists) {
+        INFO(size << "-byte elements, " << rows.size() << " rows gathered");
+        IbpDecodeParams params = whole(layout);
+        params.rows = IbpDecodeRows::gather;
+        params.row_count = rows.size();
+        const Decoded slots = run_decode(t, stream, params, rows, Source::lease);
+        const bool out_of_range = std::any_of(rows.begin(), rows.end(),
+                                              [](std::uint32_t row) { return row >= 70; });
+        CHECK(slots.status == (out_of_range ? ferry::kIbpStatusIndexOutOfRange : 0u));
+        CHECK(ferry_test::check_bytes_equal(slots.output, gathered(tensor, layout, rows),
+                                            "the rows"));
+      }
+      // A corrupt row table entry read in place (row 35's mode 3): that slot alone is zeros.
+      std::vector<std::byte> corrupt = stream;
+      const std::uint64_t entry = layout.row_table_offset + 4 * 35;
+      store(corrupt, entry, load<std::uint32_t>(corrupt, entry) | 3u);
+      restamp(corrupt);
+      for (const std::vector<std::uint32_t>& rows :
+           {std::vector<std::uint32_t>{35, 0, 69}, many}) {
+        INFO(size << "-byte elements, row 35's mode 3, " << rows.size() << " rows gathered");
+        IbpDecodeParams params = whole(layout);
+        params.rows = IbpDecodeRows::gather;
+        params.row_count = rows.size();
+        const Decoded slots = run_decode(t, corrupt, params, rows, Source::lease);
+        std::vector<std::uint32_t> expected_rows = rows;
+        for (std::uint32_t& row : expected_rows) row = row == 35 ? 0xffffffffu : row;
+        const bool has_35 = std::find(rows.begin(), rows.end(), 35u) != rows.end();
+        CHECK(slots.status == (has_35 ? ferry::kIbpStatusCorrupt : 0u));
+        CHECK(ferry_test::check_bytes_equal(slots.output, gathered(tensor, layout, expected_rows),
+                                            "the rows, row 35's slots zero"));
+      }
     }
   });
 }

@@ -65,18 +65,27 @@ void check_plan(const ferry::ops::IbpDecodeArgs& args, std::uint64_t stream_offs
     CHECK(inside(d.status, status_offset, 4, alignment, max_window));
     CHECK(d.status.offset + 4 * p.status_word == status_offset);
     CHECK(inside(d.stream, stream_offset, l.stream_bytes, alignment, max_window));
-    // The tables: in the stream, or in the copy of its first data_offset bytes.
+    // The tables: in the stream, or in the copy of its first data_offset bytes; a gather of
+    // fewer than 1/8 of the rows copies only up to the row table and reads that in the stream.
+    const bool row_table_in_place =
+        tables_offset && args.gather() && args.row_count * 8 < l.rows - l.rows % 8;
     const std::uint64_t tables = tables_offset.value_or(stream_offset);
-    CHECK(inside(d.tables, tables, tables_offset ? l.data_offset : l.stream_bytes, alignment,
+    const std::uint64_t copied = row_table_in_place ? l.row_table_offset : l.data_offset;
+    CHECK(inside(d.tables, tables, tables_offset ? copied : l.stream_bytes, alignment,
                  max_window));
     CHECK(d.tables.offset + 4 * p.group_table_word == tables + l.group_table_offset);
     CHECK(d.tables.offset + p.masks_byte == tables + l.masks_offset);
-    CHECK(d.tables.offset + 4 * p.row_table_word == tables + l.row_table_offset);
+    if (row_table_in_place) {
+      CHECK(d.stream.offset + 4 * p.row_table_word == stream_offset + l.row_table_offset);
+    } else {
+      CHECK(d.tables.offset + 4 * p.row_table_word == tables + l.row_table_offset);
+    }
     CHECK(d.stream.offset + 4 * p.data_word == stream_offset + l.data_offset);
     CHECK(p.mask_block_bytes == l.mask_block_bytes);
     CHECK(p.data_bytes == l.data_bytes);
     if (&d == &dispatches[0]) continue;
-    CHECK(p.flags == (args.gather() ? FERRY_IBP_DECODE_GATHER : 0u));
+    CHECK(p.flags == ((args.gather() ? FERRY_IBP_DECODE_GATHER : 0u) |
+                      (row_table_in_place ? FERRY_IBP_DECODE_ROW_TABLE_IN_STREAM : 0u)));
     CHECK(d.group_count >= 1);
     CHECK(d.group_count <= limits.max_group_count);
     for (std::uint64_t i = 0; i < p.items; ++i, ++item) {
@@ -124,6 +133,11 @@ TEST_CASE("ibp_decode plan: items split over output and index windows, each deco
     // A stream in host memory: the tables from a scratch copy at any multiple of 8.
     check_plan(whole, 8, 6, 1000, 0, limits, 40);
     check_plan(gather, 0, 74, 12, 36, limits, 1ull << 20);
+    ferry::ops::IbpDecodeArgs few = gather;  // 5 of 50 rows: the row table read in place
+    few.row_count = 5;
+    check_plan(few, 16, 74, 12, 36, limits, 1ull << 20);
+    few.row_count = 6;  // 6 of 50: not under 50 / 8 = 6 whole rows, the row table copied
+    check_plan(few, 16, 74, 12, 36, limits, 1ull << 20);
     if (small_output.max_window_bytes < layout.stream_bytes) {
       // A stream larger than a window is refused.
       const auto refused =

@@ -110,7 +110,7 @@ Result<std::vector<IbpDecodeDispatch>> IbpDecodePipeline::plan(
   const std::size_t fixed = fixed_bindings(args);
   const bool tables_scratch = bindings.size() == fixed + 1;
   if ((bindings.size() != fixed && !tables_scratch) ||
-      (tables_scratch && bindings[fixed].size < args.layout.data_offset)) {
+      (tables_scratch && bindings[fixed].size < ops::ibp_tables_copy_bytes(args))) {
     return Status(ErrorCode::internal,
                   "ibp_decode on Vulkan: " + std::to_string(bindings.size()) + " bindings");
   }
@@ -147,11 +147,12 @@ Status IbpDecodePipeline::record(VkCommandBuffer command_buffer, const ops::IbpD
   const VolkDeviceTable& vk = context_->vk;
   const std::size_t fixed = fixed_bindings(args);
   if (bindings.size() > fixed) {
-    // The stream is in host memory: its tables cross the bus once, here, not with every row.
+    // The stream is in host memory: its tables cross the bus once, here, not with every row
+    // (the row table too, unless a gather of few rows reads its entries in place).
     VkBufferCopy region{};
     region.srcOffset = bindings[0].offset;
     region.dstOffset = bindings[fixed].offset;
-    region.size = args.layout.data_offset;
+    region.size = ops::ibp_tables_copy_bytes(args);
     vk.vkCmdCopyBuffer(command_buffer, handle(0), handle(fixed), 1, &region);
     VkMemoryBarrier2 copied{};
     copied.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2;

@@ -64,15 +64,19 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
   const IbpDecodeWindow status = window_of(status_offset, 4, alignment);
   const std::uint32_t stream_word = static_cast<std::uint32_t>((stream_offset - stream.offset) / 4);
   // The tables' window: the stream's, or the copy's (its tables at the same offsets from its
-  // start as in the stream; data_offset bytes, under the 2 GiB window as the stream is).
+  // start as in the stream; data_offset bytes, under the 2 GiB window as the stream is, or only
+  // up to the row table when a gather reads that in place).
+  const bool row_table_in_place = tables_offset && ops::ibp_gather_reads_row_table_in_place(args);
   const IbpDecodeWindow tables =
-      tables_offset ? window_of(*tables_offset, layout.data_offset, alignment) : stream;
+      tables_offset ? window_of(*tables_offset, ops::ibp_tables_copy_bytes(args), alignment)
+                    : stream;
   const std::uint32_t tables_word = tables_offset
                                         ? static_cast<std::uint32_t>((*tables_offset - tables.offset) / 4)
                                         : stream_word;
 
   shaders::IbpDecodePushConstants common{};
-  common.flags = args.gather() ? FERRY_IBP_DECODE_GATHER : 0u;
+  common.flags = (args.gather() ? FERRY_IBP_DECODE_GATHER : 0u) |
+                 (row_table_in_place ? FERRY_IBP_DECODE_ROW_TABLE_IN_STREAM : 0u);
   common.element_size = static_cast<std::uint32_t>(es);
   common.group_rows = layout.group_rows;
   // Everything below is inside the stream window (< 2^31 bytes).
@@ -83,7 +87,8 @@ Result<std::vector<IbpDecodeDispatch>> plan_ibp_decode(const ops::IbpDecodeArgs&
       tables_word + static_cast<std::uint32_t>(layout.group_table_offset / 4);
   common.masks_byte = 4 * tables_word + static_cast<std::uint32_t>(layout.masks_offset);
   common.mask_block_bytes = static_cast<std::uint32_t>(layout.mask_block_bytes);
-  common.row_table_word = tables_word + static_cast<std::uint32_t>(layout.row_table_offset / 4);
+  common.row_table_word = (row_table_in_place ? stream_word : tables_word) +
+                          static_cast<std::uint32_t>(layout.row_table_offset / 4);
   common.data_word = stream_word + static_cast<std::uint32_t>(layout.data_offset / 4);
   common.data_bytes = static_cast<std::uint32_t>(layout.data_bytes);
   common.slot_bytes = static_cast<std::uint32_t>(slot);
