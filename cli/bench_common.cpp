@@ -180,6 +180,18 @@ Status copy_and_wait(const Queue& queue, const BufferRef& src, const BufferRef& 
   return done.wait(kWaitTimeout);
 }
 
+Result<std::vector<std::byte>> read_back(const Device& device, const BufferRef& buffer,
+                                         std::uint64_t bytes) {
+  FERRY_ASSIGN_OR_RETURN(Buffer readback, device.create_buffer(bytes, MemoryKind::host_readback));
+  FERRY_RETURN_IF_ERROR(copy_and_wait(device.queue(QueueKind::download), buffer, readback, bytes));
+  FERRY_ASSIGN_OR_RETURN(std::span<std::byte> host, readback.host_span());
+  return std::vector<std::byte>(host.begin(), host.end());
+}
+
+double gbps(std::uint64_t bytes, double seconds) {
+  return static_cast<double>(bytes) / seconds / 1e9;
+}
+
 Status compare_bytes(std::span<const std::byte> actual, std::span<const std::byte> expected,
                      std::string_view what) {
   const std::size_t size = std::min(actual.size(), expected.size());

@@ -109,6 +109,11 @@ Result<StagingPool> reserved_pool(const Device& device, MemoryKind kind, std::ui
 // One copy of `bytes` from offset 0 to offset 0, submitted (after `after`) and waited for.
 Status copy_and_wait(const Queue& queue, const BufferRef& src, const BufferRef& dst,
                      std::uint64_t bytes, const TimelinePoint& after = {});
+// `bytes` of `buffer` (from offset 0) read back to the host through a host_readback buffer.
+Result<std::vector<std::byte>> read_back(const Device& device, const BufferRef& buffer,
+                                         std::uint64_t bytes);
+// Bytes per second as GB/s (1e9).
+double gbps(std::uint64_t bytes, double seconds);
 // "data mismatch in <what>" naming the first wrong byte, or ok.
 Status compare_bytes(std::span<const std::byte> actual, std::span<const std::byte> expected,
                      std::string_view what);

@@ -77,17 +77,6 @@ ibp::EncodeParams encode_params(const IbpFamily& family, std::uint64_t elements,
   return params;
 }
 
-double gbps(std::uint64_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
-
-// Reads `bytes` of `buffer` back to the host.
-Result<std::vector<std::byte>> read_back(const Device& device, const BufferRef& buffer,
-                                         std::uint64_t bytes) {
-  FERRY_ASSIGN_OR_RETURN(Buffer readback, device.create_buffer(bytes, MemoryKind::host_readback));
-  FERRY_RETURN_IF_ERROR(copy_and_wait(device.queue(QueueKind::download), buffer, readback, bytes));
-  FERRY_ASSIGN_OR_RETURN(std::span<std::byte> host, readback.host_span());
-  return std::vector<std::byte>(host.begin(), host.end());
-}
-
 struct FamilyResult {
   std::string name;
   std::uint64_t raw = 0;

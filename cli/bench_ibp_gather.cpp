@@ -115,18 +115,6 @@ std::vector<std::byte> host_gather(std::span<const std::byte> table, std::uint64
   return out;
 }
 
-Result<std::vector<std::byte>> read_back(const Device& device, const BufferRef& buffer,
-                                         std::uint64_t bytes) {
-  FERRY_ASSIGN_OR_RETURN(Buffer readback, device.create_buffer(bytes, MemoryKind::host_readback));
-  FERRY_RETURN_IF_ERROR(copy_and_wait(device.queue(QueueKind::download), buffer, readback, bytes));
-  FERRY_ASSIGN_OR_RETURN(std::span<std::byte> host, readback.host_span());
-  return std::vector<std::byte>(host.begin(), host.end());
-}
-
-double gbps(std::uint64_t bytes, double seconds) {
-  return static_cast<double>(bytes) / seconds / 1e9;
-}
-
 struct TableShape {
   const IbpFamily* family;
   std::uint64_t row_bytes, rows;

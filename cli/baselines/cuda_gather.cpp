@@ -5,23 +5,11 @@
 #include <algorithm>
 
 #include "baselines/cuda_gather_kernel.hpp"
+#include "baselines/cuda_status.hpp"
 
 namespace ferry::cli {
 
 namespace {
-
-Status cuda_status(const char* call, cudaError_t error) {
-  if (error == cudaSuccess) return ok_status();
-  return Status(ErrorCode::backend_error, std::string(call) + ": " + cudaGetErrorName(error) +
-                                              " (" + cudaGetErrorString(error) + ")");
-}
-
-struct DeviceMemory {
-  void* pointer = nullptr;
-  ~DeviceMemory() {
-    if (pointer != nullptr) cudaFree(pointer);
-  }
-};
 
 // The table's registration, undone whatever happens.
 struct Registration {
@@ -39,17 +27,14 @@ CudaUvaGather measure_cuda_uva_gather(
     const RepeatSettings& settings) {
   CudaUvaGather out;
   Registration registration;
-  DeviceMemory d_indices, d_out;
+  CudaDeviceMemory d_indices, d_out;
   const Status status = [&]() -> Status {
     if (row_bytes == 0 || row_bytes % 16 != 0 ||
         reinterpret_cast<std::uintptr_t>(table.data()) % 16 != 0) {
       return Status(ErrorCode::invalid_argument,
                     "the UVA gather takes rows of a multiple of 16 bytes, 16-byte aligned");
     }
-    int count = 0;
-    FERRY_RETURN_IF_ERROR(cuda_status("cudaGetDeviceCount", cudaGetDeviceCount(&count)));
-    FERRY_RETURN_IF_ERROR(cuda_status(
-        "cudaSetDevice", device < count ? cudaSetDevice(device) : cudaErrorInvalidDevice));
+    FERRY_RETURN_IF_ERROR(cuda_use_device(device));
     auto* host = const_cast<std::byte*>(table.data());  // read only: cudaHostRegisterReadOnly
     FERRY_RETURN_IF_ERROR(cuda_status(
         "cudaHostRegister",

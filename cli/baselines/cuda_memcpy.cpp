@@ -9,15 +9,11 @@
 #include <cstring>
 #include <vector>
 
+#include "baselines/cuda_status.hpp"
+
 namespace ferry::cli {
 
 namespace {
-
-Status cuda_status(const char* call, cudaError_t error) {
-  if (error == cudaSuccess) return ok_status();
-  return Status(ErrorCode::backend_error, std::string(call) + ": " + cudaGetErrorName(error) +
-                                              " (" + cudaGetErrorString(error) + ")");
-}
 
 Status sync(cudaStream_t stream) {
   return cuda_status("cudaStreamSynchronize", cudaStreamSynchronize(stream));
@@ -35,10 +31,7 @@ struct CudaResources {
     for (void* memory : device) cudaFree(memory);
   }
   Status create(int index, std::size_t bytes, int devices, int pinned_buffers, int stream_count) {
-    int count = 0;
-    FERRY_RETURN_IF_ERROR(cuda_status("cudaGetDeviceCount", cudaGetDeviceCount(&count)));
-    FERRY_RETURN_IF_ERROR(cuda_status(
-        "cudaSetDevice", index < count ? cudaSetDevice(index) : cudaErrorInvalidDevice));
+    FERRY_RETURN_IF_ERROR(cuda_use_device(index));
     for (int i = 0; i < devices; ++i)
       FERRY_RETURN_IF_ERROR(cuda_status("cudaMalloc", cudaMalloc(&device.emplace_back(), bytes)));
     for (int i = 0; i < pinned_buffers; ++i) {

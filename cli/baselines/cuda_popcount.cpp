@@ -3,26 +3,9 @@
 #if defined(FERRY_CLI_HAVE_CUDA)
 
 #include "baselines/cuda_popcount_kernel.hpp"
+#include "baselines/cuda_status.hpp"
 
 namespace ferry::cli {
-
-namespace {
-
-Status cuda_status(const char* call, cudaError_t error) {
-  if (error == cudaSuccess) return ok_status();
-  return Status(ErrorCode::backend_error, std::string(call) + ": " + cudaGetErrorName(error) +
-                                              " (" + cudaGetErrorString(error) + ")");
-}
-
-// Device memory freed whatever happens.
-struct DeviceMemory {
-  void* pointer = nullptr;
-  ~DeviceMemory() {
-    if (pointer != nullptr) cudaFree(pointer);
-  }
-};
-
-}  // namespace
 
 CudaPopcountBaseline measure_cuda_popcount(int device, std::span<const std::byte> database,
                                            std::span<const std::byte> queries, std::uint32_t bits,
@@ -32,12 +15,9 @@ CudaPopcountBaseline measure_cuda_popcount(int device, std::span<const std::byte
   const std::uint32_t words = bits / 32;
   const std::uint64_t rows = database.size() / (bits / 8);
   const auto query_count = static_cast<std::uint32_t>(queries.size() / (bits / 8));
-  DeviceMemory d_database, d_queries, d_sums;
+  CudaDeviceMemory d_database, d_queries, d_sums;
   const Status status = [&]() -> Status {
-    int count = 0;
-    FERRY_RETURN_IF_ERROR(cuda_status("cudaGetDeviceCount", cudaGetDeviceCount(&count)));
-    FERRY_RETURN_IF_ERROR(cuda_status(
-        "cudaSetDevice", device < count ? cudaSetDevice(device) : cudaErrorInvalidDevice));
+    FERRY_RETURN_IF_ERROR(cuda_use_device(device));
     FERRY_RETURN_IF_ERROR(
         cuda_status("cudaMalloc", cudaMalloc(&d_database.pointer, database.size())));
     FERRY_RETURN_IF_ERROR(cuda_status("cudaMalloc", cudaMalloc(&d_queries.pointer, queries.size())));
