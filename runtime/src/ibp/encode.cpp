@@ -621,12 +621,30 @@ template <typename T, bool kPext>
     return;
   }
   std::byte* const row_end = out + row_bytes;
+  // The fields of kFuse elements (at most W bits each) are joined into one put: the writer's
+  // chain of dependent steps (the accumulator, its count, the output pointer) bounds this loop,
+  // not the fields, so one step per 64 bits instead of one per element.
+  constexpr unsigned kFuse = W <= 32 ? 64 / W : 1;
   if (mode == RowMode::all_matched) {
     BitWriter writer(out, row_end);
-    for (std::uint64_t c = 0; c < n; ++c) {
+    const auto field_at = [&](std::uint64_t c, std::uint64_t& joined, unsigned& bits) {
       const T x = load<T>(row + c * sizeof(T));
-      writer.put(variable_field<T, kPext>(x, mask[c], variable_bits[c], variable_shift[c]),
-                 variable_bits[c]);
+      joined |= variable_field<T, kPext>(x, mask[c], variable_bits[c], variable_shift[c]) << bits;
+      bits += variable_bits[c];
+    };
+    std::uint64_t c = 0;
+    for (; c + kFuse <= n; c += kFuse) {
+      std::uint64_t joined = 0;
+      unsigned bits = 0;
+#pragma GCC unroll 8
+      for (unsigned e = 0; e < kFuse; ++e) field_at(c + e, joined, bits);
+      writer.put(joined, bits);
+    }
+    for (; c < n; ++c) {
+      std::uint64_t joined = 0;
+      unsigned bits = 0;
+      field_at(c, joined, bits);
+      writer.put(joined, bits);
     }
     writer.finish();
     return;
@@ -636,7 +654,9 @@ template <typename T, bool kPext>
   for (std::uint64_t c0 = 0; c0 < n; c0 += 32) {
     const std::uint64_t end = std::min<std::uint64_t>(n, c0 + 32);
     std::uint32_t word = 0;
-    for (std::uint64_t c = c0; c < end; ++c) {
+    // Element c's bit of the bitmap, and its field (the variable bits of a matching element, all
+    // W bits of another) appended to `joined` at `bits`.
+    const auto field_at = [&](std::uint64_t c, std::uint64_t& joined, unsigned& bits) {
       const T x = load<T>(row + c * sizeof(T));
       const bool match = (x & mask[c]) == value[c];
       word |= std::uint32_t{match} << (c - c0);
@@ -644,8 +664,22 @@ template <typename T, bool kPext>
                                                            variable_shift[c]);
       // Selected by masks: compilers turn `match ? a : b` into a branch here.
       const std::uint64_t pick = std::uint64_t{0} - std::uint64_t{match};
-      writer.put((field & pick) | (std::uint64_t{x} & ~pick),
-                 W - (static_cast<unsigned>(pick) & (W - variable_bits[c])));
+      joined |= ((field & pick) | (std::uint64_t{x} & ~pick)) << bits;
+      bits += W - (static_cast<unsigned>(pick) & (W - variable_bits[c]));
+    };
+    std::uint64_t c = c0;
+    for (; c + kFuse <= end; c += kFuse) {  // kFuse divides 32: whole chunks take this loop only
+      std::uint64_t joined = 0;
+      unsigned bits = 0;
+#pragma GCC unroll 8
+      for (unsigned e = 0; e < kFuse; ++e) field_at(c + e, joined, bits);
+      writer.put(joined, bits);
+    }
+    for (; c < end; ++c) {
+      std::uint64_t joined = 0;
+      unsigned bits = 0;
+      field_at(c, joined, bits);
+      writer.put(joined, bits);
     }
     store<std::uint32_t>(bitmap + (c0 / 32) * 4, word);
   }
