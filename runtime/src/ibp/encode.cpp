@@ -607,6 +607,29 @@ template <typename T, bool kPext>
   return extract_field(x, static_cast<T>(~mask), width, shift);
 }
 
+// Puts the fields of elements [begin, end) (field_at(c, joined, bits) appends element c's field
+// to `joined` at `bits`), kFuse elements' fields joined into each put: the writer's chain of
+// dependent steps (the accumulator, its count, the output pointer) bounds the row's loop, not
+// the fields, so one step per 64 bits instead of one per element (kFuse fields fit 64 bits).
+template <unsigned kFuse, typename FieldAt>
+[[gnu::always_inline]] inline void put_fields(BitWriter& writer, std::uint64_t begin,
+                                              std::uint64_t end, const FieldAt& field_at) {
+  std::uint64_t c = begin;
+  for (; c + kFuse <= end; c += kFuse) {
+    std::uint64_t joined = 0;
+    unsigned bits = 0;
+#pragma GCC unroll 8
+    for (unsigned e = 0; e < kFuse; ++e) field_at(c + e, joined, bits);
+    writer.put(joined, bits);
+  }
+  for (; c < end; ++c) {
+    std::uint64_t joined = 0;
+    unsigned bits = 0;
+    field_at(c, joined, bits);
+    writer.put(joined, bits);
+  }
+}
+
 // Writes one row in its mode; the fields of a row are chosen without branches on the data (a
 // row's matches are a coin toss for the branch predictor).
 template <typename T, bool kPext>
@@ -621,10 +644,7 @@ template <typename T, bool kPext>
     return;
   }
   std::byte* const row_end = out + row_bytes;
-  // The fields of kFuse elements (at most W bits each) are joined into one put: the writer's
-  // chain of dependent steps (the accumulator, its count, the output pointer) bounds this loop,
-  // not the fields, so one step per 64 bits instead of one per element.
-  constexpr unsigned kFuse = W <= 32 ? 64 / W : 1;
+  constexpr unsigned kFuse = W <= 32 ? 64 / W : 1;  // fields of at most W bits per put_fields
   if (mode == RowMode::all_matched) {
     BitWriter writer(out, row_end);
     const auto field_at = [&](std::uint64_t c, std::uint64_t& joined, unsigned& bits) {
@@ -632,20 +652,7 @@ template <typename T, bool kPext>
       joined |= variable_field<T, kPext>(x, mask[c], variable_bits[c], variable_shift[c]) << bits;
       bits += variable_bits[c];
     };
-    std::uint64_t c = 0;
-    for (; c + kFuse <= n; c += kFuse) {
-      std::uint64_t joined = 0;
-      unsigned bits = 0;
-#pragma GCC unroll 8
-      for (unsigned e = 0; e < kFuse; ++e) field_at(c + e, joined, bits);
-      writer.put(joined, bits);
-    }
-    for (; c < n; ++c) {
-      std::uint64_t joined = 0;
-      unsigned bits = 0;
-      field_at(c, joined, bits);
-      writer.put(joined, bits);
-    }
+    put_fields<kFuse>(writer, 0, n, field_at);
     writer.finish();
     return;
   }
@@ -667,20 +674,7 @@ template <typename T, bool kPext>
       joined |= ((field & pick) | (std::uint64_t{x} & ~pick)) << bits;
       bits += W - (static_cast<unsigned>(pick) & (W - variable_bits[c]));
     };
-    std::uint64_t c = c0;
-    for (; c + kFuse <= end; c += kFuse) {  // kFuse divides 32: whole chunks take this loop only
-      std::uint64_t joined = 0;
-      unsigned bits = 0;
-#pragma GCC unroll 8
-      for (unsigned e = 0; e < kFuse; ++e) field_at(c + e, joined, bits);
-      writer.put(joined, bits);
-    }
-    for (; c < end; ++c) {
-      std::uint64_t joined = 0;
-      unsigned bits = 0;
-      field_at(c, joined, bits);
-      writer.put(joined, bits);
-    }
+    put_fields<kFuse>(writer, c0, end, field_at);  // kFuse divides 32: whole chunks fuse whole
     store<std::uint32_t>(bitmap + (c0 / 32) * 4, word);
   }
   writer.finish();
