@@ -303,14 +303,11 @@ Status measure(Bench& bench) {
       "the pinned stream over the bus). The target of both: >= 0.9 x ratio x plain up."};
   bench.skipped = {"Skipped families", "skipped", {}, {{"family", "family"}, {"reason", "reason"}}};
   bool measured = false;
-  for (const std::string& name : split_list(bench.options.text("--families"))) {
-    for (const IbpFamily& family : ibp_families()) {
-      if (family.name != name) continue;
-      const std::size_t before = speeds.rows.size();
-      Status status = measure_family(bench, family, ratios, speeds);
-      if (!status.ok()) return status.with_context("ibp " + family.name);
-      measured = measured || speeds.rows.size() > before;
-    }
+  for (const IbpFamily* family : ibp_families_named(bench.options.list("--families"))) {
+    const std::size_t before = speeds.rows.size();
+    Status status = measure_family(bench, *family, ratios, speeds);
+    if (!status.ok()) return status.with_context("ibp " + family->name);
+    measured = measured || speeds.rows.size() > before;
   }
   return bench.end_skipped(!measured);
 }

@@ -322,22 +322,19 @@ Status measure_ibp_gathers(Bench& bench) {
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   GatherWorkers workers(threads);
   bool measured = false;
-  for (const std::string& name : split_list(bench.options.text("--families"))) {
-    for (const IbpFamily& family : ibp_families()) {
-      if (family.name != name) continue;
-      for (std::uint64_t row_bytes : bench.options.sizes("--row-bytes")) {
-        const std::uint64_t rows = bench.number("--table-bytes") / row_bytes;
-        if (rows == 0 || rows > UINT32_MAX) {
-          bench.skipped.add_row({family.name + " x " + std::to_string(row_bytes) + " B",
-                                 "the table holds " + std::to_string(rows) +
-                                     " rows (gathers take 1 to 2^32 - 1)"});
-          continue;
-        }
-        const std::size_t before = section.rows.size();
-        Status status = measure_table(bench, {&family, row_bytes, rows}, workers, section);
-        if (!status.ok()) return status.with_context("ibp gather " + family.name);
-        measured = measured || section.rows.size() > before;
+  for (const IbpFamily* family : ibp_families_named(bench.options.list("--families"))) {
+    for (std::uint64_t row_bytes : bench.options.sizes("--row-bytes")) {
+      const std::uint64_t rows = bench.number("--table-bytes") / row_bytes;
+      if (rows == 0 || rows > UINT32_MAX) {
+        bench.skipped.add_row({family->name + " x " + std::to_string(row_bytes) + " B",
+                               "the table holds " + std::to_string(rows) +
+                                   " rows (gathers take 1 to 2^32 - 1)"});
+        continue;
       }
+      const std::size_t before = section.rows.size();
+      Status status = measure_table(bench, {family, row_bytes, rows}, workers, section);
+      if (!status.ok()) return status.with_context("ibp gather " + family->name);
+      measured = measured || section.rows.size() > before;
     }
   }
   return bench.end_skipped(!measured);

@@ -58,7 +58,15 @@ std::uint16_t to_float16(float value) {
 
 }  // namespace
 
-std::span<const IbpFamily> ibp_families() { return kFamilies; }
+std::vector<const IbpFamily*> ibp_families_named(std::span<const std::string> names) {
+  std::vector<const IbpFamily*> named;
+  for (const std::string& name : names) {
+    for (const IbpFamily& family : kFamilies) {
+      if (family.name == name) named.push_back(&family);
+    }
+  }
+  return named;
+}
 
 std::vector<std::byte> make_ibp_tensor(const IbpFamily& family, std::uint64_t elements) {
   std::vector<std::byte> data(elements * family.element_size);

@@ -20,8 +20,9 @@ struct IbpFamily {
   std::uint64_t row_elements;  // the family's natural row (the codec bench's)
 };
 
-// indices64, tokens32, bf16-weights, fp16-activations, relu32, bow-features, embeddings32.
-std::span<const IbpFamily> ibp_families();
+// The families of `names` (a --families list, checked against the choices: indices64, tokens32,
+// bf16-weights, fp16-activations, relu32, bow-features, embeddings32), in that order.
+std::vector<const IbpFamily*> ibp_families_named(std::span<const std::string> names);
 
 // The family's tensor: `elements` elements, threads filling slices (each element from its index).
 std::vector<std::byte> make_ibp_tensor(const IbpFamily& family, std::uint64_t elements);
