@@ -47,8 +47,8 @@ constexpr OptionSpec kOptions[] = {
              "memory, compressed (ibp_decode gather, zero-copy) against the host way and, on "
              "CUDA, the UVA way"},
     {.name = "--table-bytes", .kind = OptionKind::size, .metavar = "SIZE",
-     .help = "--gather: raw bytes of each table (whole rows)", .fallback = "3G", .quick = "64M",
-     .min = 65536},
+     .help = "--gather: raw bytes of each table (whole rows), 64K to 1T", .fallback = "3G",
+     .quick = "64M", .min = 65536, .max = 1ull << 40},
     {.name = "--row-bytes", .kind = OptionKind::sizes, .metavar = "LIST",
      .help = "--gather: row sizes of the tables (multiples of 16, 16 to 1M)",
      .fallback = "512,4K"},
